@@ -1,0 +1,22 @@
+"""jaxppo: PPO whose whole training run compiles into one `jax.lax.scan`.
+
+    from jaxppo import PPOConfig, make_train
+    train = make_train(PPOConfig(env_id="CartPole-v1"))
+    out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), 8))
+"""
+
+from jaxppo.config import ConfigError, Hparams, PPOConfig, load_config
+from jaxppo.gae import compute_gae
+from jaxppo.train import TrainOutput, TrainState, make_train
+
+__all__ = [
+    "ConfigError",
+    "Hparams",
+    "PPOConfig",
+    "TrainOutput",
+    "TrainState",
+    "compute_gae",
+    "load_config",
+    "make_train",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,171 @@
+"""Checkpoints: the whole runner state (params, optimizer, normalizer, env state, RNG keys) plus
+the config, in one msgpack file (flax.serialization; never pickle), written atomically.
+
+Layout: `RUN_DIR/checkpoint/checkpoint.msgpack`. The file holds a small header (format tag,
+version, config, update count, number of runs, SHA-256 of the payload) and the payload (the
+runner state as a msgpack'd state dict). Loading checks all of it against what the config
+builds, so a corrupt, truncated or mismatched file gives one clear `CheckpointError` line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import msgpack
+import numpy as np
+from flax import serialization
+
+from jaxppo.config import ConfigError, PPOConfig, config_from_dict
+
+FORMAT = "jaxppo-checkpoint"
+VERSION = 1
+FILENAME = "checkpoint.msgpack"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message is one line naming the problem."""
+
+
+def _is_key(x) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _to_host(tree):
+    """Typed PRNG keys become their raw uint32 data; everything becomes NumPy."""
+    return jax.tree.map(lambda x: np.asarray(jax.random.key_data(x) if _is_key(x) else x), tree)
+
+
+def checkpoint_path(path: str | os.PathLike) -> str:
+    """Accept a run dir, its `checkpoint/` dir, or the file itself."""
+    path = os.fspath(path)
+    if os.path.isdir(os.path.join(path, "checkpoint")):
+        path = os.path.join(path, "checkpoint")
+    if os.path.isdir(path):
+        path = os.path.join(path, FILENAME)
+    return path
+
+
+def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_runs: int,
+                    extra: dict | None = None) -> str:
+    """Write atomically: a temp file in the same dir, fsync, then rename over the old one.
+
+    A kill during the save leaves the previous checkpoint intact.
+    """
+    ckpt_dir = os.path.join(run_dir, "checkpoint")
+    os.makedirs(ckpt_dir, exist_ok=True)
+    payload = serialization.msgpack_serialize(serialization.to_state_dict(_to_host(runner)))
+    header = {
+        "format": FORMAT, "version": VERSION, "config": config.to_dict(), "update": int(update),
+        "num_runs": int(num_runs), "sha256": hashlib.sha256(payload).hexdigest(),
+        "extra": extra or {},
+    }
+    blob = msgpack.packb({"header": header, "payload": payload}, use_bin_type=True)
+    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=".tmp-", suffix=".msgpack")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        final = os.path.join(ckpt_dir, FILENAME)
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return final
+
+
+def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
+    """Return `(header, state_dict)` after checking format, version and checksum."""
+    file = checkpoint_path(path)
+    if not os.path.isfile(file):
+        raise CheckpointError(f"no checkpoint at '{path}' (looked for {file}); "
+                              "pass a run directory written by `jaxppo train`")
+    try:
+        with open(file, "rb") as f:
+            outer = msgpack.unpackb(f.read(), raw=False)
+        header, payload = outer["header"], outer["payload"]
+        if header.get("format") != FORMAT:
+            raise KeyError("format")
+    except (msgpack.exceptions.ExtraData, msgpack.exceptions.UnpackException, ValueError,
+            KeyError, TypeError) as e:
+        raise CheckpointError(f"checkpoint '{file}' is corrupt or truncated ({type(e).__name__}); "
+                              "restore it from a backup or start a new run") from None
+    if header.get("version") != VERSION:
+        raise CheckpointError(f"checkpoint '{file}' has format version {header.get('version')}, "
+                              f"this jaxppo reads version {VERSION}; use the matching jaxppo")
+    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+        raise CheckpointError(f"checkpoint '{file}' fails its checksum (corrupt); "
+                              "restore it from a backup or start a new run")
+    try:
+        state = serialization.msgpack_restore(payload)
+    except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt file
+        raise CheckpointError(f"checkpoint '{file}' payload does not decode ({type(e).__name__}); "
+                              "restore it from a backup or start a new run") from None
+    return header, state
+
+
+def restore_into(template, state_dict: dict, source: str):
+    """Fill `template` (a runner state, leaves may be ShapeDtypeStructs) from `state_dict`,
+    checking that every leaf's shape matches; keys come back as typed PRNG keys."""
+    host_template = jax.tree.map(
+        lambda x: jax.eval_shape(jax.random.key_data, x) if _is_key(x) else x, template)
+    try:
+        restored = serialization.from_state_dict(host_template, state_dict)
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"checkpoint '{source}' does not match this config's state "
+                              f"({str(e).splitlines()[0][:120]}); resume with the run's own config"
+                              ) from None
+    problems = []
+
+    def check(t, x):
+        if tuple(np.shape(x)) != tuple(t.shape):
+            problems.append(f"{tuple(np.shape(x))} vs {tuple(t.shape)}")
+        return x
+
+    jax.tree.map(check, host_template, restored)
+    if problems:
+        raise CheckpointError(f"checkpoint '{source}' does not match this config: array shapes "
+                              f"{problems[0]} (e.g. other network sizes or num_envs); "
+                              "resume with the run's own config")
+    # Keys are stored as raw data of the default implementation (what the CLI seeds with).
+    return jax.tree.map(
+        lambda t, x: jax.random.wrap_key_data(jnp.asarray(x, jnp.uint32))
+        if _is_key(t) else jnp.asarray(x, t.dtype), template, restored)
+
+
+@dataclass
+class Checkpoint:
+    """What `load_checkpoint` returns."""
+
+    config: PPOConfig
+    train_state: Any  # leading axis = run (seed) when num_runs > 1
+    update: int
+    num_runs: int
+    runner_state: Any  # the whole carry, leading axis = run
+    extra: dict
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Load a checkpoint from a run dir, its `checkpoint/` dir, or the file."""
+    from jaxppo.train import make_train
+
+    header, state = read_checkpoint(path)
+    try:
+        config = config_from_dict(header["config"], source="checkpoint config")
+    except ConfigError as e:
+        raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {e}") from None
+    num_runs = int(header["num_runs"])
+    train = make_train(config)
+    template = jax.eval_shape(jax.vmap(train.init), jax.random.split(jax.random.key(0), num_runs))
+    runner = restore_into(template, state, checkpoint_path(path))
+    ts = runner.train_state
+    if num_runs == 1:
+        ts = jax.tree.map(lambda x: x[0], ts)
+    return Checkpoint(config, ts, int(header["update"]), num_runs, runner, header.get("extra", {}))

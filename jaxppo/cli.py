@@ -1,0 +1,383 @@
+"""The `jaxppo` command: train, sweep, eval.
+
+    jaxppo train --config configs/cartpole.yaml [--seeds 8] [--set lr=1e-3]
+    jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
+    jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
+
+Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM) saves a checkpoint
+at the next chunk boundary and exits with 130 (143 for SIGTERM); `--resume RUN_DIR` continues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+
+import yaml
+
+from jaxppo.config import FIELDS, ConfigError, Hparams, PPOConfig, config_from_dict, load_config
+
+DEFAULT_CONFIG = os.path.join("configs", "cartpole.yaml")
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+# --------------------------------------------------------------------------------------------
+# argument parsing helpers
+def parse_set(items: list[str]) -> dict:
+    """`KEY=VALUE` pairs; VALUE is read as YAML (so 1e-3, true, [64, 64] mean what they say)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise UsageError(f"--set {key}: cannot parse value {value!r}") from None
+    return out
+
+
+def parse_grid(items: list[str]) -> dict[str, list[float]]:
+    grid = {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not values:
+            raise UsageError(f"--grid expects KEY=V1,V2,..., got {item!r} (e.g. --grid lr=1e-4,3e-4)")
+        if key not in Hparams._fields:
+            raise UsageError(f"--grid {key}: only float hyperparameters can be swept in one "
+                             f"compile: {', '.join(Hparams._fields)}")
+        try:
+            grid[key] = [float(v) for v in values.split(",")]
+        except ValueError:
+            raise UsageError(f"--grid {key}: values must be numbers, got {values!r}") from None
+    if not grid:
+        raise UsageError("sweep needs at least one --grid KEY=V1,V2,...")
+    return grid
+
+
+def positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a positive integer, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {value}")
+        return value
+    return parse
+
+
+def setup_compilation_cache(enabled: bool) -> None:
+    """JAX's persistent compilation cache: a repeated command skips most of its compile."""
+    if not enabled:
+        return
+    import jax
+
+    cache_dir = os.environ.get("JAXPPO_CACHE_DIR",
+                               os.path.join(os.path.expanduser("~"), ".cache", "jaxppo", "xla"))
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+    except OSError:
+        return  # an unwritable cache is not worth failing a run for
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) -> str:
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        raise UsageError(f"--logdir {logdir!r} is a file; pass a directory")
+    if name is None:
+        name = f"{config.env_id.replace('/', '_')}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
+        name += "s" if runs > 1 else ""
+    run_dir = os.path.join(logdir, name)
+    base, i = run_dir, 1
+    while os.path.exists(run_dir):
+        i += 1
+        run_dir = f"{base}-{i}"
+    try:
+        os.makedirs(run_dir)
+    except OSError as e:
+        raise UsageError(f"cannot create run directory {run_dir!r}: {e.strerror}; "
+                         "pass a writable --logdir") from None
+    return run_dir
+
+
+# --------------------------------------------------------------------------------------------
+# train
+def _fmt_solved(env_id: str, solved: dict | None) -> str | None:
+    if not solved:
+        return None
+    return (f"{env_id} solved in {solved['wall_s']:.1f} s after {solved['episodes']:,.0f} "
+            f"episodes ({solved['env_steps']:,} steps)")
+
+
+def cmd_train(args) -> int:
+    import jax
+
+    from jaxppo.checkpoint import CheckpointError, read_checkpoint, restore_into, save_checkpoint
+    from jaxppo.driver import Driver, StopFlag
+    from jaxppo.logger import RunLogger, read_metrics_csv, write_config
+    from jaxppo.plots import plot_curve
+
+    previous = None
+    if args.resume:
+        if args.set or args.seeds is not None or args.config:
+            raise UsageError("--resume continues a run with its own config: drop --config, "
+                             "--set and --seeds")
+        try:
+            header, state = read_checkpoint(args.resume)
+            config = config_from_dict(header["config"], source="checkpoint config")
+        except CheckpointError as e:
+            raise UsageError(str(e)) from None
+        run_dir = args.resume
+        num_runs = int(header["num_runs"])
+        start_update = int(header["update"])
+        seed = int(header.get("extra", {}).get("seed", 0))
+        summary_path = os.path.join(run_dir, "summary.json")
+        if os.path.exists(summary_path):
+            with open(summary_path, encoding="utf-8") as f:
+                previous = json.load(f)
+    else:
+        config = load_config(args.config or DEFAULT_CONFIG, parse_set(args.set))
+        num_runs = args.seeds or 1
+        seed = args.seed
+        start_update = 0
+        run_dir = make_run_dir(args.logdir, args.run_name, config, num_runs)
+        write_config(run_dir, config)
+
+    driver = Driver(config, num_runs)
+    keys = driver.keys(seed)
+    print(f"jaxppo: {config.env_id} | {num_runs} seed(s) | {config.env_steps:,} steps "
+          f"({config.num_updates} updates of {config.batch_size}) | run dir {run_dir}",
+          flush=True)
+    t_start = time.perf_counter()
+    driver.compile(keys)
+    print(f"compiled in {driver.compile_s:.1f} s ({driver.chunk_updates} updates per chunk)",
+          flush=True)
+    if args.resume:
+        template = jax.eval_shape(driver.init, keys)
+        try:
+            runner = restore_into(template, state, run_dir)
+        except CheckpointError as e:
+            raise UsageError(str(e)) from None
+        print(f"resuming at update {start_update}/{config.num_updates}", flush=True)
+    else:
+        runner = driver.init(keys)
+
+    names = [f"seed_{i}" for i in range(num_runs)]
+    logger = RunLogger(run_dir, config, num_runs, run_names=names, progress=not args.no_progress,
+                       start_update=start_update, previous=previous)
+    state = {"update": start_update, "stopped": None}
+    every = args.checkpoint_every
+
+    def save(runner, update):
+        save_checkpoint(run_dir, runner, config, update, num_runs, extra={"seed": seed})
+
+    with StopFlag() as stop:
+        def on_chunk(runner, result):
+            prev = state["update"]
+            state["update"] = result.update
+            logger.log_chunk(result, driver.compile_s)
+            if stop.signum is not None:
+                state["stopped"] = stop.signum
+                save(runner, result.update)
+                return False
+            if every and result.update // every > prev // every:
+                save(runner, result.update)
+            return True
+
+        runner = driver.run(runner, start_update, on_chunk, t_start)
+    wall = time.perf_counter() - t_start
+    finished = state["update"] >= config.num_updates
+    if finished:
+        save(runner, state["update"])
+    summary = logger.close(compile_s=driver.compile_s, wall_s=wall, finished=finished,
+                           env_steps_done=state["update"] * config.batch_size)
+    metrics = read_metrics_csv(run_dir)
+    from jaxppo.envs import SOLVE_THRESHOLDS
+
+    plot_curve(os.path.join(run_dir, "curve.png"), metrics["env_steps"][0],
+               metrics["episodic_return"], config.env_id, SOLVE_THRESHOLDS.get(config.env_id))
+    if state["stopped"] is not None:
+        name = signal.Signals(state["stopped"]).name
+        print(f"stopped by {name} at update {state['update']}/{config.num_updates}; checkpoint "
+              f"saved. Continue with: jaxppo train --resume {run_dir}", file=sys.stderr)
+        return 128 + state["stopped"]
+    line = _fmt_solved(config.env_id, summary["solved"])
+    if line:
+        print(line)
+    rets = summary["final_return"]
+    spread = f" ± {summary['final_return_std']:.1f} over {len(rets)} seeds" if len(rets) > 1 else ""
+    print(f"final return: {summary['final_return_mean']:.1f}{spread} | {summary['sps']:,.0f} SPS "
+          f"| compile {summary['compile_s']:.1f} s | wall {summary['wall_s']:.1f} s")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# sweep
+def cmd_sweep(args) -> int:
+    import numpy as np
+
+    from jaxppo.driver import Driver
+    from jaxppo.logger import RunLogger
+    from jaxppo.plots import plot_sweep
+
+    config = load_config(args.config or DEFAULT_CONFIG, parse_set(args.set))
+    grid = parse_grid(args.grid)
+    settings = [dict(zip(grid, values, strict=False)) for values in itertools.product(*grid.values())]
+    for s in settings:  # validate every setting on the host before compiling
+        dataclasses.replace(config, **s)
+    seeds = args.seeds or 1
+    hp_list = [Hparams.from_config(dataclasses.replace(config, **s))
+               for s in settings for _ in range(seeds)]
+    hparams = Hparams.stack(hp_list)
+    num_runs = len(hp_list)
+    run_dir = make_run_dir(args.logdir, args.run_name, config, num_runs)
+    from jaxppo.logger import write_config
+
+    write_config(run_dir, config)
+    import jax
+
+    driver = Driver(config, num_runs, hparams=hparams)
+    # The same seeds for every setting (common random numbers make the ranking fairer).
+    keys = jax.numpy.tile(jax.random.split(jax.random.key(args.seed), seeds), len(settings))
+    print(f"jaxppo sweep: {config.env_id} | {len(settings)} settings x {seeds} seeds = "
+          f"{num_runs} agents in one program | run dir {run_dir}", flush=True)
+    t0 = time.perf_counter()
+    driver.compile(keys)
+    print(f"compiled in {driver.compile_s:.1f} s", flush=True)
+    labels = [",".join(f"{k}={v:g}" for k, v in s.items()) for s in settings]
+    names = [f"{i // seeds:03d}_{labels[i // seeds]}_seed{i % seeds}" for i in range(num_runs)]
+    logger = RunLogger(run_dir, config, num_runs, run_names=names,
+                       progress=not args.no_progress, tensorboard=not args.no_tensorboard)
+    driver.run(driver.init(keys), 0, lambda r, res: logger.log_chunk(res, driver.compile_s) or True,
+               t0)
+    summary = logger.close(compile_s=driver.compile_s, wall_s=time.perf_counter() - t0,
+                           finished=True, env_steps_done=config.env_steps)
+    final = np.array(summary["final_return"]).reshape(len(settings), seeds)
+    means, stds = final.mean(1), final.std(1)
+    order = np.argsort(-means)
+    with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["rank", *grid, "final_return_mean", "final_return_std", "seeds"])
+        for rank, g in enumerate(order, 1):
+            w.writerow([rank, *settings[g].values(), f"{means[g]:.4f}", f"{stds[g]:.4f}", seeds])
+    plot_sweep(os.path.join(run_dir, "sweep.png"), labels, means, stds,
+               f"{config.env_id}: {seeds} seed(s) per setting")
+    width = max(len(x) for x in labels)
+    print(f"{'rank':>4}  {'setting':<{width}}  final return")
+    for rank, g in enumerate(order, 1):
+        print(f"{rank:>4}  {labels[g]:<{width}}  {means[g]:8.2f} ± {stds[g]:.2f}")
+    print(f"{num_runs} agents, {summary['sps']:,.0f} SPS in total, wall {summary['wall_s']:.1f} s")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# eval
+def cmd_eval(args) -> int:
+    import jax
+    import numpy as np
+
+    from jaxppo.checkpoint import CheckpointError, load_checkpoint
+    from jaxppo.evaluate import evaluate, render_gif
+
+    try:
+        ckpt = load_checkpoint(args.run_dir)
+    except CheckpointError as e:
+        raise UsageError(str(e)) from None
+    key = jax.random.key(args.seed)
+    per_run = []
+    for r in range(ckpt.num_runs):
+        ts = jax.tree.map(lambda x, r=r: x[r], ckpt.runner_state.train_state)
+        returns, _ = evaluate(ckpt.config, ts, jax.random.fold_in(key, r), args.episodes,
+                              deterministic=args.deterministic)
+        per_run.append(returns)
+    all_returns = np.concatenate(per_run)
+    mode = "deterministic" if args.deterministic else "stochastic"
+    if ckpt.num_runs > 1:
+        for r, ret in enumerate(per_run):
+            print(f"seed {r}: {ret.mean():.2f} ± {ret.std():.2f}")
+    print(f"{ckpt.config.env_id} ({mode}, update {ckpt.update}): return {all_returns.mean():.2f} "
+          f"± {all_returns.std():.2f} over {all_returns.size} episodes")
+    if args.gif:
+        ts = jax.tree.map(lambda x: x[0], ckpt.runner_state.train_state)
+        try:
+            length = render_gif(ckpt.config, ts, key, args.gif, args.deterministic)
+        except RuntimeError as e:
+            print(f"jaxppo eval: --gif: {e}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.gif} ({length} steps)")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jaxppo", description="PPO compiled into one lax.scan.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp):
+        sp.add_argument("--config", help=f"YAML config (default {DEFAULT_CONFIG})")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key (repeatable)")
+        sp.add_argument("--seeds", type=positive_int("--seeds"), default=None,
+                        help="number of seeds, vmapped in one compiled program")
+        sp.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+        sp.add_argument("--logdir", default="runs", help="parent of run directories")
+        sp.add_argument("--run-name", default=None, help="run directory name")
+        sp.add_argument("--no-progress", action="store_true", help="no live progress output")
+        sp.add_argument("--no-cache", action="store_true",
+                        help="skip JAX's persistent compilation cache")
+
+    t = sub.add_parser("train", help="train one config (N seeds at once)")
+    common(t)
+    t.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
+                   metavar="UPDATES", help="save a checkpoint every this many updates")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
+    t.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
+    common(s)
+    s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
+    s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
+    s.set_defaults(func=cmd_sweep)
+
+    e = sub.add_parser("eval", help="evaluate a run's checkpoint")
+    e.add_argument("run_dir")
+    e.add_argument("--episodes", type=positive_int("--episodes"), default=10)
+    e.add_argument("--deterministic", dest="deterministic", action="store_true", default=True)
+    e.add_argument("--stochastic", dest="deterministic", action="store_false")
+    e.add_argument("--gif", metavar="PATH", help="render one episode to a GIF")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--no-cache", action="store_true")
+    e.set_defaults(func=cmd_eval)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse itself exits 2 with one usage line on bad flags
+    setup_compilation_cache(not args.no_cache)
+    try:
+        return args.func(args)
+    except (ConfigError, UsageError) as e:
+        print(f"jaxppo {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["main", "build_parser", "FIELDS"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The run configuration: a frozen, validated `PPOConfig`, YAML loading, and the traced `Hparams`.
+
+Static settings (shapes, loop lengths, switches) live in `PPOConfig` and are fixed at trace
+time. The float hyperparameters that a sweep varies are also copied into `Hparams`, a pytree
+that `train(key, hparams)` takes as an argument, so one compile serves a whole vmapped sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import typing
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line naming the key and the fix."""
+
+
+ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
+COMPUTE_DTYPES = ("float32", "bfloat16")
+_INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Everything that defines a PPO run. Defaults are CleanRL's / PureJaxRL's CartPole settings.
+
+    The class is frozen: derive a variant with `dataclasses.replace(config, key=value)` (which
+    re-validates), never by mutation.
+    """
+
+    env_id: str = "CartPole-v1"
+    """gymnax environment id (e.g. `CartPole-v1`, `Breakout-MinAtar`) or a jaxppo probe env."""
+    total_timesteps: int = 500_000
+    """Environment steps in the whole run, summed over `num_envs`."""
+    num_envs: int = 4
+    """Parallel environments stepped in lockstep (vmapped) per agent."""
+    num_steps: int = 128
+    """Rollout length per environment per update (T)."""
+    update_epochs: int = 4
+    """Passes over each rollout batch."""
+    num_minibatches: int = 4
+    """Minibatches per epoch; must divide `num_envs * num_steps`."""
+    lr: float = 2.5e-4
+    """Adam learning rate (the start value when `anneal_lr`)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to ~0 over the updates (CleanRL's schedule)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda: 0 is one-step TD, 1 is Monte Carlo."""
+    clip_eps: float = 0.2
+    """PPO ratio clip (the paper's epsilon); also clips the value update when `clip_vloss`."""
+    clip_vloss: bool = True
+    """Clip the value update around the rollout-time value (CleanRL / PureJaxRL default)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient (the value loss already carries CleanRL's factor 0.5)."""
+    max_grad_norm: float = 0.5
+    """Global-norm gradient clip."""
+    target_kl: float | None = None
+    """Skip the rest of an update's minibatches once one's approx KL exceeds this (None = off)."""
+    norm_adv: bool = True
+    """Normalize advantages per minibatch."""
+    normalize_obs: bool = False
+    """Running mean/std observation normalization, kept in the train state."""
+    normalize_reward: bool = False
+    """Scale rewards by the running std of the discounted return (gym's NormalizeReward)."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths, used for both the actor and the (separate) critic MLP."""
+    activation: str = "tanh"
+    """Hidden activation: one of tanh, relu, gelu, silu, elu."""
+    compute_dtype: str = "float32"
+    """Network compute dtype (`bfloat16` keeps params and losses in float32)."""
+    adam_eps: float = 1e-5
+    """Adam epsilon: 1e-5 as CleanRL/PureJaxRL (optax's own default is 1e-8)."""
+
+    # ---- derived sizes ---------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """Transitions per update: `num_envs * num_steps`."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        """Updates in the run; `total_timesteps` is rounded down to whole batches."""
+        return self.total_timesteps // self.batch_size
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps the run really takes (`num_updates * batch_size`)."""
+        return self.num_updates * self.batch_size
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["hidden_sizes"] = list(self.hidden_sizes)
+        return d
+
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(PPOConfig)}
+_HINTS = typing.get_type_hints(PPOConfig)
+
+
+def _fail(key: str, problem: str, fix: str) -> typing.NoReturn:
+    raise ConfigError(f"config key '{key}': {problem}; {fix}")
+
+
+def _check_type(key: str, value: Any) -> None:
+    hint = _HINTS[key]
+    optional = type(None) in typing.get_args(hint)
+    if value is None:
+        if not optional:
+            _fail(key, "must not be null", f"give a value (default {FIELDS[key].default!r})")
+        return
+    base = [a for a in typing.get_args(hint) if a is not type(None)][0] if optional else hint
+    if base is bool:
+        ok = isinstance(value, bool)
+    elif base is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif base is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif base is str:
+        ok = isinstance(value, str)
+    else:  # tuple[int, ...]
+        ok = isinstance(value, tuple) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        )
+    if not ok:
+        want = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+        _fail(key, f"got {value!r} ({type(value).__name__})",
+              f"use {want.get(base, 'a list of integers')}")
+
+
+def _validate(c: PPOConfig) -> None:
+    # Coerce what YAML and humans write naturally: lists for tuples, ints for floats.
+    if isinstance(c.hidden_sizes, list):
+        object.__setattr__(c, "hidden_sizes", tuple(c.hidden_sizes))
+    for name in FIELDS:
+        _check_type(name, getattr(c, name))
+        v = getattr(c, name)
+        if _HINTS[name] is float or (name == "target_kl" and v is not None):
+            object.__setattr__(c, name, float(v))
+            if not math.isfinite(float(v)):
+                _fail(name, f"got {v!r}", "use a finite number")
+
+    for name in ("total_timesteps", "num_envs", "num_steps", "update_epochs", "num_minibatches"):
+        if getattr(c, name) <= 0:
+            _fail(name, f"got {getattr(c, name)}", "use a positive integer")
+    for name in ("lr", "clip_eps", "max_grad_norm", "adam_eps"):
+        if getattr(c, name) <= 0:
+            _fail(name, f"got {getattr(c, name)}", "use a positive number")
+    for name in ("ent_coef", "vf_coef"):
+        if getattr(c, name) < 0:
+            _fail(name, f"got {getattr(c, name)}", "use a number >= 0")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(c, name) <= 1.0:
+            _fail(name, f"got {getattr(c, name)}", "use a value in [0, 1]")
+    if c.target_kl is not None and c.target_kl <= 0:
+        _fail("target_kl", f"got {c.target_kl}", "use a positive number, or null to turn it off")
+    if not c.hidden_sizes or any(h <= 0 for h in c.hidden_sizes):
+        _fail("hidden_sizes", f"got {list(c.hidden_sizes)}",
+              "use a non-empty list of positive widths, e.g. [64, 64]")
+    if c.activation not in ACTIVATIONS:
+        _fail("activation", f"unknown activation {c.activation!r}", f"use one of {list(ACTIVATIONS)}")
+    if c.compute_dtype not in COMPUTE_DTYPES:
+        _fail("compute_dtype", f"got {c.compute_dtype!r}", f"use one of {list(COMPUTE_DTYPES)}")
+    if c.batch_size % c.num_minibatches:
+        _fail("num_minibatches",
+              f"num_envs * num_steps = {c.batch_size} does not split into {c.num_minibatches} "
+              "minibatches",
+              f"pick a divisor of {c.batch_size} (e.g. {_near_divisor(c.batch_size, c.num_minibatches)})")
+    if c.total_timesteps < c.batch_size:
+        _fail("total_timesteps",
+              f"{c.total_timesteps} is less than one update's batch (num_envs * num_steps = "
+              f"{c.batch_size})", f"use at least {c.batch_size}")
+    if c.total_timesteps > _INT32_MAX:
+        _fail("total_timesteps", f"{c.total_timesteps} exceeds {_INT32_MAX}",
+              "split the run, or use fewer steps")
+    from jaxppo.envs import check_env_id  # late import: envs imports gymnax, heavy
+
+    check_env_id(c.env_id)
+
+
+def _near_divisor(n: int, k: int) -> int:
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    return min(divisors, key=lambda d: (abs(d - k), d))
+
+
+def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfig:
+    """Build a `PPOConfig` from a plain mapping, rejecting unknown keys with a suggestion."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: expected a mapping of key: value, got {type(values).__name__}")
+    for key in values:
+        if key not in FIELDS:
+            close = difflib.get_close_matches(str(key), list(FIELDS), n=1)
+            fix = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(FIELDS)}"
+            raise ConfigError(f"{source}: unknown key '{key}'; {fix}")
+    return PPOConfig(**values)
+
+
+def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PPOConfig:
+    """Read a YAML config (safe_load: tags never construct objects) and apply `overrides`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file '{path}': {e.strerror or e}; "
+                          "check the path (shipped configs are in configs/)") from None
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"config file '{path}': YAML error{where}: {problem}; "
+                          "fix the YAML syntax (key: value per line)") from None
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"config file '{path}': expected a mapping of key: value, "
+                          f"got {type(values).__name__}")
+    return config_from_dict({**values, **(overrides or {})}, source=f"config file '{path}'")
+
+
+class Hparams(NamedTuple):
+    """The float hyperparameters as traced arrays, so `jax.vmap` can sweep them with one compile."""
+
+    lr: Any
+    gamma: Any
+    gae_lambda: Any
+    clip_eps: Any
+    ent_coef: Any
+    vf_coef: Any
+    max_grad_norm: Any
+
+    @classmethod
+    def from_config(cls, config: PPOConfig) -> Hparams:
+        return cls(**{k: jnp.asarray(getattr(config, k), jnp.float32) for k in cls._fields})
+
+    @classmethod
+    def stack(cls, configs_or_hparams: list) -> Hparams:
+        """Stack several settings along a leading axis, for `jax.vmap(train, in_axes=(None, 0))`."""
+        hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in configs_or_hparams]
+        return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=False)))

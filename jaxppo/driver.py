@@ -1,0 +1,117 @@
+"""Drive a training run on the host: the compiled update scan in chunks, with logging,
+checkpoints and signal handling between chunks.
+
+Each chunk is the same compiled program (a `lax.scan` over `chunk_updates` updates, vmapped
+over runs), so a run compiles once and the device never waits on Python inside a chunk. The
+chunk length is a divisor of `num_updates`, so every chunk has the same shape (one compile),
+and chunked runs are bit-identical to one unbroken scan (tested).
+
+A "run" is one agent: a seed, or a (setting, seed) pair of a sweep. Axis legend: R = runs.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from jaxppo.config import Hparams, PPOConfig
+from jaxppo.train import RunnerState, make_train
+
+
+def pick_chunk(num_updates: int, target_chunks: int = 25) -> int:
+    """The divisor of `num_updates` closest to `num_updates / target_chunks`."""
+    want = max(1.0, num_updates / target_chunks)
+    divisors = [d for d in range(1, num_updates + 1) if num_updates % d == 0]
+    return min(divisors, key=lambda d: (abs(np.log(d / want)), d))
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM; checked at chunk boundaries so the stop is clean and resumable."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        return False
+
+
+@dataclass
+class ChunkResult:
+    update: int  # updates done after this chunk
+    metrics: dict[str, np.ndarray]  # each [R, chunk]
+    wall_s: float  # seconds since the driver started (compile included)
+    chunk_s: float  # seconds this chunk took
+
+
+@dataclass
+class Driver:
+    """Compiles `init` and one chunk for `num_runs` runs and steps through the run."""
+
+    config: PPOConfig
+    num_runs: int
+    hparams: Hparams | None = None  # leaves [R] for a sweep; None = the config's values
+    chunk_updates: int | None = None
+    compile_s: float = field(default=0.0, init=False)
+
+    def __post_init__(self):
+        self.train = make_train(self.config)
+        if self.chunk_updates is None:
+            self.chunk_updates = pick_chunk(self.config.num_updates)
+        if self.config.num_updates % self.chunk_updates:
+            raise ValueError(f"chunk_updates={self.chunk_updates} must divide num_updates="
+                             f"{self.config.num_updates}")
+        hp_axis = None if self.hparams is None else 0
+        chunk = self.chunk_updates
+        self._init = jax.jit(jax.vmap(self.train.init, in_axes=(0, hp_axis)))
+        self._chunk = jax.jit(
+            jax.vmap(lambda r, hp: self.train.run(r, hp, chunk), in_axes=(0, hp_axis)),
+            donate_argnums=0)
+
+    def keys(self, seed: int) -> jax.Array:
+        return jax.random.split(jax.random.key(seed), self.num_runs)
+
+    def compile(self, keys: jax.Array) -> None:
+        """Compile (or fetch from the persistent cache) both programs; time it."""
+        t0 = time.perf_counter()
+        self._init_c = self._init.lower(keys, self.hparams).compile()
+        template = jax.eval_shape(self._init, keys, self.hparams)
+        self._chunk_c = self._chunk.lower(template, self.hparams).compile()
+        self.compile_s = time.perf_counter() - t0
+
+    def init(self, keys: jax.Array) -> RunnerState:
+        return self._init_c(keys, self.hparams)
+
+    def run(self, runner: RunnerState, start_update: int,
+            on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float) -> RunnerState:
+        """Step chunk by chunk from `start_update` to the end. `on_chunk` returns False to stop."""
+        update = start_update
+        while update < self.config.num_updates:
+            t0 = time.perf_counter()
+            runner, metrics = self._chunk_c(runner, self.hparams)
+            metrics = jax.device_get(metrics)  # waits for the chunk
+            now = time.perf_counter()
+            update += self.chunk_updates
+            if not on_chunk(runner, ChunkResult(update, metrics, now - t_start, now - t0)):
+                break
+        return runner

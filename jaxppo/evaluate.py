@@ -1,0 +1,94 @@
+"""Evaluate a trained policy: whole episodes inside one jitted scan, and an optional GIF.
+
+Each of E envs plays exactly one episode (the first); steps after its end are masked, so the
+scan has the static length of the env's time limit.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxppo.config import PPOConfig
+from jaxppo.envs import VecEnv
+from jaxppo.networks import make_network
+from jaxppo.normalize import rms_normalize
+from jaxppo.train import TrainState
+
+
+def _policy_action(network, ts: TrainState, obs, key, deterministic: bool, normalize: bool):
+    if normalize:
+        obs = rms_normalize(ts.normalizer.obs, obs)
+    dist = network.apply(ts.params, obs, method="policy")
+    return dist.mode() if deterministic else dist.sample(key)
+
+
+def _episode_step(carry, key, *, env: VecEnv, network, ts, deterministic, normalize):
+    state, obs, ret, length, finished = carry
+    act_key, step_key = jax.random.split(key)
+    action = _policy_action(network, ts, obs, act_key, deterministic, normalize)
+    state, step = env.step(step_key, state, action)
+    live = ~finished
+    ret = ret + jnp.where(live, step.reward, 0.0)
+    length = length + live.astype(jnp.int32)
+    finished = finished | step.done
+    return (state, step.obs, ret, length, finished), state.inner
+
+
+def max_episode_steps(env: VecEnv) -> int:
+    return int(getattr(env.params, "max_steps_in_episode", 1000))
+
+
+def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_episodes: int = 10,
+             deterministic: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Return `(returns [E], lengths [E])` of `num_episodes` episodes, played in parallel."""
+    env = VecEnv(config.env_id, num_episodes)
+    network = make_network(config, env)
+
+    @jax.jit
+    def run(ts, key):
+        reset_key, run_key = jax.random.split(key)
+        obs, state = env.reset(reset_key)
+        zeros = jnp.zeros((num_episodes,))
+        carry = (state, obs, zeros, zeros.astype(jnp.int32), jnp.zeros((num_episodes,), bool))
+        step = functools.partial(_episode_step, env=env, network=network, ts=ts,
+                                 deterministic=deterministic, normalize=config.normalize_obs)
+        (_, _, ret, length, _), _ = jax.lax.scan(
+            step, carry, jax.random.split(run_key, max_episode_steps(env)))
+        return ret, length
+
+    ret, length = run(train_state, key)
+    return np.asarray(ret), np.asarray(length)
+
+
+def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
+               deterministic: bool = True) -> int:
+    """Render one episode with gymnax's Visualizer; returns the episode length."""
+    from gymnax.visualize import Visualizer
+
+    env = VecEnv(config.env_id, 1)
+    network = make_network(config, env)
+    obs, state = env.reset(key)
+    step = jax.jit(functools.partial(_episode_step, env=env, network=network, ts=train_state,
+                                     deterministic=deterministic,
+                                     normalize=config.normalize_obs))
+    carry = (state, obs, jnp.zeros((1,)), jnp.zeros((1,), jnp.int32), jnp.zeros((1,), bool))
+    states = [jax.tree.map(lambda x: x[0], state.inner)]
+    rewards = [0.0]
+    for k in jax.random.split(key, max_episode_steps(env)):
+        prev_ret = float(carry[2][0])
+        carry, _ = step(carry, k)
+        if bool(carry[4][0]):
+            break
+        states.append(jax.tree.map(lambda x: x[0], carry[0].inner))
+        rewards.append(rewards[-1] + float(carry[2][0]) - prev_ret)
+    try:
+        vis = Visualizer(env.env, env.params, states, np.array(rewards))
+        vis.animate(path)
+    except Exception as e:  # noqa: BLE001 - a missing visualizer must not crash eval
+        raise RuntimeError(f"gymnax has no working visualizer for {config.env_id}: "
+                           f"{type(e).__name__}: {e}") from None
+    return int(carry[3][0])

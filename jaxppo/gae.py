@@ -1,0 +1,52 @@
+"""Generalized Advantage Estimation (Schulman et al. 2016) as a reverse `lax.scan`.
+
+Termination and truncation are kept apart: a terminated step bootstraps from nothing (the
+terminal state is worth 0), a time-limit truncation bootstraps from the value of the true next
+state, and either one stops the advantage recursion from leaking into the next episode.
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+
+
+def compute_gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    dones: jax.Array,
+    gamma: float | jax.Array,
+    gae_lambda: float | jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Advantages and value targets, all `[T, N]`.
+
+    Args:
+      rewards: r_t.
+      values: V(s_t) at rollout time.
+      next_values: V(s'_t), the true next state: the final observation where the episode ended.
+      terminated: s'_t is terminal (no bootstrap).
+      dones: the episode ended at t (terminated or truncated): cuts the lambda recursion.
+
+    Returns:
+      `(advantages, returns)` with
+      `delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)`,
+      `A_t = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}`, `returns = A + V`.
+    """
+    chex.assert_rank(rewards, 2)
+    chex.assert_equal_shape([rewards, values, next_values, terminated, dones])
+    not_term = 1.0 - terminated.astype(jnp.float32)
+    not_done = 1.0 - dones.astype(jnp.float32)
+    deltas = rewards + gamma * not_term * next_values - values
+
+    def backward(next_adv, xs):
+        delta, cont = xs
+        adv = delta + gamma * gae_lambda * cont * next_adv
+        return adv, adv
+
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros_like(rewards[0]), (deltas, not_done), reverse=True
+    )
+    return advantages, advantages + values

@@ -1,0 +1,44 @@
+"""Plots written into run directories (matplotlib, headless Agg backend)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str,
+               threshold: float | None = None) -> None:
+    """Episodic return vs env steps: mean over runs with a +-1 std band. returns: [R, U]."""
+    mean, std = returns.mean(0), returns.std(0)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(env_steps, mean, lw=1.5, label=f"mean over {returns.shape[0]} seed(s)")
+    ax.fill_between(env_steps, mean - std, mean + std, alpha=0.25, label="± 1 std")
+    if threshold is not None:
+        ax.axhline(threshold, color="k", ls="--", lw=0.8, label=f"solved ({threshold:g})")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episodic return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray,
+               title: str) -> None:
+    """Final return per setting, mean +- std over seeds, best first."""
+    order = np.argsort(-means)
+    fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(labels) + 2), 4))
+    ax.bar(range(len(labels)), means[order], yerr=stds[order], capsize=3)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels([labels[i] for i in order], rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("final episodic return")
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

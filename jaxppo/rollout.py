@@ -1,0 +1,129 @@
+"""Collect one rollout of `num_steps` x `num_envs` transitions with a `lax.scan`.
+
+`logp_old` and `values_old` are stored as the actions are taken, so the update never needs a
+forward pass over the whole batch: its memory is bounded by the minibatch.
+
+All randomness of the rollout (action noise, env step keys, autoreset states) is drawn before
+the scan in a few batched calls, not per step: see `envs.StepRandomness`.
+
+The value of the true next state V(s'_t) (the final observation where an episode ended, so that
+truncated episodes bootstrap) is computed one step late, in the same critic call as V(s_{t+1}):
+one batched forward of 2N rows instead of two calls. Only the last step's needs a call of its own.
+
+Axis legend: T = num_steps, N = num_envs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxppo.envs import EnvState, StepRandomness, VecEnv
+from jaxppo.networks import draw_action_noise
+from jaxppo.normalize import NormalizerState, rms_normalize, rms_update
+
+
+class Transition(NamedTuple):
+    obs: jax.Array  # [T, N, *obs_shape] as the policy saw it (normalized if enabled)
+    action: jax.Array  # [T, N] or [T, N, D]
+    logp: jax.Array  # [T, N] log-prob of the action at rollout time
+    value: jax.Array  # [T, N] V(s_t) at rollout time
+    reward: jax.Array  # [T, N] (scaled if normalize_reward)
+    terminated: jax.Array  # [T, N]
+    done: jax.Array  # [T, N]
+
+
+class EnvCarry(NamedTuple):
+    """Everything about the environments that persists across updates."""
+
+    env_state: EnvState
+    obs: jax.Array  # [N, *obs_shape] raw observation to act on next
+    discounted_return: jax.Array  # [N] running discounted return, for reward scaling
+
+
+class EpisodeStats(NamedTuple):
+    """Sums over the episodes that ended during one rollout (scalars, not per step)."""
+
+    return_sum: jax.Array
+    length_sum: jax.Array
+    count: jax.Array
+
+
+class RolloutSettings(NamedTuple):
+    """Static switches for the rollout (fixed at trace time)."""
+
+    num_steps: int
+    normalize_obs: bool
+    normalize_reward: bool
+
+
+class _StepCarry(NamedTuple):
+    env: EnvCarry
+    prev_final_obs: jax.Array
+    norm: NormalizerState
+    stats: EpisodeStats
+
+
+def _observe(norm: NormalizerState, obs: jax.Array, enabled: bool) -> jax.Array:
+    return rms_normalize(norm.obs, obs) if enabled else obs
+
+
+def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, env: VecEnv,
+                  network, params, gamma, settings: RolloutSettings):
+    action_noise, env_rand = xs
+    n = env.num_envs
+    obs = _observe(carry.norm, carry.env.obs, settings.normalize_obs)
+    prev_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
+    dist = network.apply(params, obs, method="policy")
+    both = network.apply(params, jnp.concatenate([obs, prev_final]), method="value")
+    value, prev_next_value = both[:n], both[n:]
+    action = dist.sample_from_noise(action_noise)
+    logp = dist.log_prob(action)
+
+    env_state, step = env.step_with(env_rand, carry.env.env_state, action)
+
+    norm = carry.norm
+    if settings.normalize_obs:
+        norm = norm._replace(obs=rms_update(norm.obs, step.obs))
+    reward = step.reward
+    disc = carry.env.discounted_return
+    if settings.normalize_reward:
+        disc = disc * gamma + step.reward
+        norm = norm._replace(ret=rms_update(norm.ret, disc))
+        reward = jnp.clip(step.reward / jnp.sqrt(norm.ret.var + 1e-8), -10.0, 10.0)
+        disc = jnp.where(step.done, 0.0, disc)
+
+    done = step.done.astype(jnp.float32)
+    stats = EpisodeStats(
+        carry.stats.return_sum + jnp.sum(done * step.episode_return),
+        carry.stats.length_sum + jnp.sum(done * step.episode_length),
+        carry.stats.count + jnp.sum(done),
+    )
+    trans = Transition(obs, action, logp, value, reward, step.terminated, step.done)
+    new_carry = _StepCarry(EnvCarry(env_state, step.obs, disc), step.final_obs, norm, stats)
+    return new_carry, (trans, prev_next_value)
+
+
+def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, *,
+            env: VecEnv, network, gamma, settings: RolloutSettings):
+    """Run T steps. Returns `(env_carry, norm, transitions [T, N], next_values [T, N], stats)`."""
+    T, n = settings.num_steps, env.num_envs
+    noise_key, env_key = jax.random.split(key)
+    action_noise = draw_action_noise(noise_key, env.discrete, (T, n, env.action_dim))
+    env_rand = env.draw_randomness(env_key, T)
+    zero = jnp.float32(0.0)
+    init = _StepCarry(env_carry, env_carry.obs, norm, EpisodeStats(zero, zero, zero))
+    step_fn = functools.partial(_rollout_step, env=env, network=network, params=params,
+                                gamma=gamma, settings=settings)
+    carry, (traj, shifted) = jax.lax.scan(step_fn, init, (action_noise, env_rand))
+    # shifted[t] = V(s'_{t-1}); the last step's true next state needs one more critic call.
+    last_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
+    last_next_value = network.apply(params, last_final, method="value")
+    next_values = jnp.concatenate([shifted[1:], last_next_value[None]], axis=0)
+    chex.assert_equal_shape([traj.value, next_values, traj.reward, traj.done])
+    chex.assert_shape(traj.value, (settings.num_steps, env.num_envs))
+    return carry.env, carry.norm, traj, next_values, carry.stats

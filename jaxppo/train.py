@@ -1,0 +1,208 @@
+"""The train loop: `make_train(config)` returns a pure `train(key, hparams=None)`.
+
+One update = rollout -> GAE -> `update_epochs` x `num_minibatches` clipped updates; the whole run
+is one `lax.scan` over updates, so `jax.jit(jax.vmap(train))(keys)` compiles a many-seed run once.
+Metrics leave each update as scalars: memory is O(num_updates), never O(steps).
+
+Axis legend: T = num_steps, N = num_envs, B = T * N, M = num_minibatches, U = num_updates.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxppo.config import Hparams, PPOConfig
+from jaxppo.envs import VecEnv
+from jaxppo.gae import compute_gae
+from jaxppo.loss import LossInfo, Minibatch, ppo_loss
+from jaxppo.networks import ActorCritic, init_params, make_network
+from jaxppo.normalize import NormalizerState, normalizer_init, rms_update
+from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
+
+METRIC_NAMES = (
+    "episodic_return", "episodic_length", "episodes", "policy_loss", "value_loss", "entropy",
+    "approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm",
+    "minibatch_fraction", "env_steps",
+)
+
+
+class TrainState(NamedTuple):
+    """What the learner owns; checkpoints and evaluation need exactly this."""
+
+    params: Any
+    opt_state: Any
+    normalizer: NormalizerState
+    step: jax.Array  # updates done so far (int32)
+
+
+class RunnerState(NamedTuple):
+    """The whole carry of the update scan: enough to continue a run bit-exactly."""
+
+    train_state: TrainState
+    env: EnvCarry
+    last_return: jax.Array  # carried when no episode ends in an update
+    last_length: jax.Array
+    key: jax.Array
+
+
+class TrainOutput(NamedTuple):
+    train_state: TrainState
+    metrics: dict[str, jax.Array]  # each [U] (per seed under vmap)
+    runner_state: RunnerState
+
+
+def make_optimizer(hp: Hparams, config: PPOConfig) -> optax.GradientTransformation:
+    """Global-norm clip then Adam's scaling; the learning rate is applied by the caller so it
+    can be annealed per update from the update counter (exact on resume, sweepable by vmap)."""
+    return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm),
+                       optax.scale_by_adam(eps=config.adam_eps))
+
+
+def learning_rate(hp: Hparams, config: PPOConfig, step: jax.Array) -> jax.Array:
+    """CleanRL's linear annealing: full rate at update 0, lr / U at the last update."""
+    if not config.anneal_lr:
+        return jnp.asarray(hp.lr, jnp.float32)
+    return hp.lr * (1.0 - step.astype(jnp.float32) / config.num_updates)
+
+
+def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
+                network: ActorCritic) -> RunnerState:
+    net_key, env_key, run_key = jax.random.split(key, 3)
+    params = init_params(network, net_key, env.obs_shape)
+    opt_state = make_optimizer(hp, config).init(params)
+    obs, env_state = env.reset(env_key)
+    normalizer = normalizer_init(env.obs_shape)
+    if config.normalize_obs:
+        normalizer = normalizer._replace(obs=rms_update(normalizer.obs, obs))
+    train_state = TrainState(params, opt_state, normalizer, jnp.int32(0))
+    env_carry = EnvCarry(env_state, obs, jnp.zeros((env.num_envs,), jnp.float32))
+    return RunnerState(train_state, env_carry, jnp.float32(0.0), jnp.float32(0.0), run_key)
+
+
+def _minibatch_step(carry, idx, *, batch: Minibatch, hp: Hparams, lr, tx, network,
+                    config: PPOConfig):
+    """One clipped update on the minibatch `batch[idx]`, skipped once the KL stop has fired."""
+    params, opt_state, stopped = carry
+    mb = jax.tree.map(lambda x: jnp.take(x, idx, axis=0), batch)
+    grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
+    (_, info), grads = grad_fn(params, network, mb, hp, clip_vloss=config.clip_vloss,
+                               norm_adv=config.norm_adv)
+    grad_norm = optax.tree.norm(grads)
+    updates, new_opt_state = tx.update(grads, opt_state, params)
+    new_params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
+    if config.target_kl is None:
+        params, opt_state = new_params, new_opt_state
+    else:
+        # SB3's rule: a minibatch whose KL to the rollout policy is already too large is not
+        # applied, and neither is any later one in this update.
+        stopped = jnp.logical_or(stopped, info.approx_kl > config.target_kl)
+        keep = lambda new, old: jnp.where(stopped, old, new)  # noqa: E731
+        params = jax.tree.map(keep, new_params, params)
+        opt_state = jax.tree.map(keep, new_opt_state, opt_state)
+    applied = 1.0 - stopped.astype(jnp.float32)
+    return (params, opt_state, stopped), (info, grad_norm, applied)
+
+
+def _epoch(carry, perm, *, batch: Minibatch, minibatch_step, config: PPOConfig):
+    idx = perm.reshape(config.num_minibatches, config.minibatch_size)
+    return jax.lax.scan(functools.partial(minibatch_step, batch=batch), carry, idx)
+
+
+def epoch_permutations(key: jax.Array, config: PPOConfig) -> jax.Array:
+    """One explicit permutation of the batch per epoch, `[update_epochs, B]`, in one call."""
+    bits = jax.random.bits(key, (config.update_epochs, config.batch_size))
+    return jnp.argsort(bits, axis=-1, stable=True).astype(jnp.int32)
+
+
+def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, env: VecEnv,
+                network: ActorCritic):
+    """One PPO update: rollout, GAE, then `update_epochs` shuffled passes of minibatches."""
+    ts = runner.train_state
+    key, rollout_key, epoch_key = jax.random.split(runner.key, 3)
+    settings = RolloutSettings(config.num_steps, config.normalize_obs, config.normalize_reward)
+    env_carry, normalizer, traj, next_values, stats = rollout(
+        rollout_key, runner.env, ts.normalizer, ts.params, env=env, network=network,
+        gamma=hp.gamma, settings=settings)
+
+    advantages, returns = compute_gae(traj.reward, traj.value, next_values, traj.terminated,
+                                      traj.done, hp.gamma, hp.gae_lambda)
+
+    flat = lambda x: x.reshape((config.batch_size, *x.shape[2:]))  # noqa: E731
+    batch = Minibatch(flat(traj.obs), flat(traj.action), flat(traj.logp), flat(traj.value),
+                      flat(advantages), flat(returns))
+    chex.assert_shape(batch.logp_old, (config.batch_size,))
+
+    lr = learning_rate(hp, config, ts.step)
+    tx = make_optimizer(hp, config)
+    minibatch_step = functools.partial(_minibatch_step, hp=hp, lr=lr, tx=tx, network=network,
+                                       config=config)
+    epoch = functools.partial(_epoch, batch=batch, minibatch_step=minibatch_step, config=config)
+    (params, opt_state, _), (info, grad_norms, applied) = jax.lax.scan(
+        epoch, (ts.params, ts.opt_state, jnp.bool_(False)), epoch_permutations(epoch_key, config))
+
+    n_applied = jnp.maximum(applied.sum(), 1.0)
+    mean_applied = lambda x: jnp.sum(x * applied) / n_applied  # noqa: E731
+    ended = stats.count > 0
+    ep_return = jnp.where(ended, stats.return_sum / jnp.maximum(stats.count, 1.0),
+                          runner.last_return)
+    ep_length = jnp.where(ended, stats.length_sum / jnp.maximum(stats.count, 1.0),
+                          runner.last_length)
+    var_returns = jnp.var(returns)
+    metrics = {
+        "episodic_return": ep_return,
+        "episodic_length": ep_length,
+        "episodes": stats.count,
+        **{name: mean_applied(getattr(info, name)) for name in LossInfo._fields
+           if name != "total_loss"},
+        "explained_variance": jnp.where(
+            var_returns > 0, 1.0 - jnp.var(returns - traj.value) / var_returns, 0.0),
+        "learning_rate": lr,
+        "grad_norm": mean_applied(grad_norms),
+        "minibatch_fraction": applied.mean(),
+        "env_steps": (ts.step + 1) * config.batch_size,
+    }
+    new_ts = TrainState(params, opt_state, normalizer, ts.step + 1)
+    return RunnerState(new_ts, env_carry, ep_return, ep_length, key), metrics
+
+
+def make_train(config: PPOConfig):
+    """Build `train(key, hparams=None) -> TrainOutput` for `config` (validated already).
+
+    `train` is pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
+    It also carries `train.init(key, hparams)` and `train.run(runner, hparams, num_updates)`
+    for callers that drive the update scan in chunks (live logging, checkpoints).
+    """
+    if not isinstance(config, PPOConfig):
+        raise TypeError(f"make_train expects a PPOConfig, got {type(config).__name__}")
+    env = VecEnv(config.env_id, config.num_envs)
+    network = make_network(config, env)
+
+    def _hp(hparams: Hparams | None) -> Hparams:
+        return Hparams.from_config(config) if hparams is None else hparams
+
+    def init(key: jax.Array, hparams: Hparams | None = None) -> RunnerState:
+        return init_runner(key, _hp(hparams), config=config, env=env, network=network)
+
+    def run(runner: RunnerState, hparams: Hparams | None = None,
+            num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:
+        step = functools.partial(update_step, hp=_hp(hparams), config=config, env=env,
+                                 network=network)
+        length = config.num_updates if num_updates is None else num_updates
+        return jax.lax.scan(step, runner, None, length=length)
+
+    def train(key: jax.Array, hparams: Hparams | None = None) -> TrainOutput:
+        runner, metrics = run(init(key, hparams), hparams)
+        return TrainOutput(runner.train_state, metrics, runner)
+
+    train.init = init
+    train.run = run
+    train.config = config
+    train.env = env
+    train.network = network
+    return train

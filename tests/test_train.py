@@ -1,0 +1,143 @@
+"""The compiled train function: purity, determinism, vmap equivalences, retracing, metrics."""
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxppo import Hparams, PPOConfig, make_train
+from jaxppo.train import METRIC_NAMES
+
+
+def assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_config):
+    train = make_train(tiny_config)
+    return train, jax.jit(train), jax.jit(jax.vmap(train))
+
+
+def test_metrics_shapes_and_names(tiny, tiny_config, keys):
+    _, train_j, _ = tiny
+    out = train_j(keys[0])
+    U = tiny_config.num_updates
+    assert set(out.metrics) == set(METRIC_NAMES)
+    for name, v in out.metrics.items():
+        assert v.shape == (U,), name
+        assert bool(jnp.all(jnp.isfinite(v))), name
+    np.testing.assert_array_equal(out.metrics["env_steps"],
+                                  np.arange(1, U + 1) * tiny_config.batch_size)
+    assert int(out.train_state.step) == U
+    # linear annealing from lr at update 0 down to lr / U
+    np.testing.assert_allclose(out.metrics["learning_rate"],
+                               tiny_config.lr * (1 - np.arange(U) / U), rtol=1e-6)
+    assert float(out.metrics["episodes"].sum()) > 0
+
+
+def test_same_key_gives_identical_params(tiny, keys):
+    _, train_j, _ = tiny
+    a, b = train_j(keys[0]), train_j(keys[0])
+    jax.tree.map(np.testing.assert_array_equal, a.train_state.params, b.train_state.params)
+    c = train_j(keys[1])
+    leaves_a = jax.tree.leaves(a.train_state.params)
+    leaves_c = jax.tree.leaves(c.train_state.params)
+    assert any(not np.array_equal(x, y) for x, y in zip(leaves_a, leaves_c, strict=False))
+
+
+def test_vmapped_seeds_equal_seeds_run_alone(tiny, keys):
+    _, train_j, train_v = tiny
+    batched = train_v(keys)
+    for i in range(len(keys)):
+        alone = train_j(keys[i])
+        one = jax.tree.map(lambda x, i=i: x[i], batched)
+        assert_trees_close(one.train_state.params, alone.train_state.params)
+        np.testing.assert_allclose(one.metrics["episodic_return"],
+                                   alone.metrics["episodic_return"], rtol=1e-5)
+
+
+def test_hyperparameter_vmap_equals_separate_runs(tiny, tiny_config, keys):
+    train, train_j, _ = tiny
+    settings = [dataclasses.replace(tiny_config, lr=lr, ent_coef=ent)
+                for lr, ent in [(1e-3, 0.0), (2.5e-4, 0.01), (3e-3, 0.05)]]
+    hp = Hparams.stack(settings)
+    swept = jax.jit(jax.vmap(train, in_axes=(None, 0)))(keys[0], hp)
+    for i, cfg in enumerate(settings):
+        alone = train_j(keys[0], Hparams.from_config(cfg))
+        one = jax.tree.map(lambda x, i=i: x[i], swept)
+        assert_trees_close(one.train_state.params, alone.train_state.params)
+    # and the settings really differ
+    assert not np.allclose(swept.metrics["learning_rate"][0], swept.metrics["learning_rate"][2])
+
+
+def test_nothing_retraces(tiny_config, keys):
+    # New keys and new hyperparameter values reuse the one compiled program.
+    chex.clear_trace_counter()
+    f = jax.jit(chex.assert_max_traces(make_train(tiny_config), n=1))
+    f(keys[0])
+    f(keys[1])
+    chex.clear_trace_counter()  # chex counts per code object, shared by every `train`
+    g = jax.jit(chex.assert_max_traces(make_train(tiny_config), n=1))
+    g(keys[0], Hparams.from_config(dataclasses.replace(tiny_config, lr=1e-3)))
+    g(keys[1], Hparams.from_config(dataclasses.replace(tiny_config, gamma=0.9, clip_eps=0.1)))
+    with pytest.raises(AssertionError, match="traced > 1"):
+        g(keys[0], Hparams.from_config(tiny_config)._replace(lr=jnp.ones(2)))  # new shape
+
+
+def test_chunked_run_equals_whole_run(tiny, tiny_config, keys):
+    train, train_j, _ = tiny
+    whole = train_j(keys[0])
+    runner = jax.jit(train.init)(keys[0])
+    run_chunk = jax.jit(train.run, static_argnums=2)
+    metrics = []
+    for n in (2, 4):
+        runner, m = run_chunk(runner, None, n)
+        metrics.append(m)
+    jax.tree.map(np.testing.assert_array_equal, runner.train_state.params,
+                 whole.train_state.params)
+    np.testing.assert_array_equal(
+        np.concatenate([m["episodic_return"] for m in metrics]), whole.metrics["episodic_return"])
+
+
+def test_target_kl_stops_minibatches():
+    base = PPOConfig(total_timesteps=4 * 16 * 4, num_envs=4, num_steps=16, num_minibatches=4,
+                     update_epochs=4, hidden_sizes=(16,), lr=0.05)
+    off = jax.jit(make_train(base))(jax.random.key(0))
+    np.testing.assert_array_equal(off.metrics["minibatch_fraction"], 1.0)
+    on = jax.jit(make_train(dataclasses.replace(base, target_kl=1e-6)))(jax.random.key(0))
+    frac = np.asarray(on.metrics["minibatch_fraction"])
+    # The first minibatch of an update is always applied (its KL to the rollout policy is 0),
+    # and a tiny target stops the rest.
+    assert np.all(frac >= 1.0 / 16) and np.all(frac < 1.0)
+    assert np.all(np.asarray(on.metrics["approx_kl"]) <= 1e-6 + 1e-9)
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "Breakout-MinAtar"])
+def test_other_env_kinds_run_with_normalization(env_id):
+    cfg = PPOConfig(env_id=env_id, total_timesteps=4 * 8 * 3, num_envs=4, num_steps=8,
+                    num_minibatches=2, update_epochs=1, hidden_sizes=(16,),
+                    normalize_obs=True, normalize_reward=True)
+    out = jax.jit(make_train(cfg))(jax.random.key(0))
+    for name, v in out.metrics.items():
+        assert bool(jnp.all(jnp.isfinite(v))), name
+    norm = out.train_state.normalizer
+    # observation statistics moved away from their initial values
+    assert float(norm.obs.count) > 4 * 8 * 3
+    assert not np.allclose(norm.obs.mean, 0.0)
+    assert float(norm.ret.count) > 1.0
+
+
+def test_bfloat16_compute_runs(tiny_config):
+    cfg = dataclasses.replace(tiny_config, compute_dtype="bfloat16")
+    out = jax.jit(make_train(cfg))(jax.random.key(0))
+    assert jax.tree.leaves(out.train_state.params)[0].dtype == jnp.float32
+    assert bool(jnp.all(jnp.isfinite(out.metrics["value_loss"])))
+
+
+def test_make_train_rejects_non_config():
+    with pytest.raises(TypeError):
+        make_train({"env_id": "CartPole-v1"})
