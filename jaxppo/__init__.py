@@ -5,17 +5,21 @@
     out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), 8))
 """
 
+from jaxppo.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from jaxppo.config import ConfigError, Hparams, PPOConfig, load_config
 from jaxppo.gae import compute_gae
 from jaxppo.train import TrainOutput, TrainState, make_train
 
 __all__ = [
+    "Checkpoint",
+    "CheckpointError",
     "ConfigError",
     "Hparams",
     "PPOConfig",
     "TrainOutput",
     "TrainState",
     "compute_gae",
+    "load_checkpoint",
     "load_config",
     "make_train",
 ]

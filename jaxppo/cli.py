@@ -125,7 +125,6 @@ def _fmt_solved(env_id: str, solved: dict | None) -> str | None:
 
 
 def cmd_train(args) -> int:
-    import jax
 
     from jaxppo.checkpoint import CheckpointError, read_checkpoint, restore_into, save_checkpoint
     from jaxppo.driver import Driver, StopFlag
@@ -168,7 +167,7 @@ def cmd_train(args) -> int:
     print(f"compiled in {driver.compile_s:.1f} s ({driver.chunk_updates} updates per chunk)",
           flush=True)
     if args.resume:
-        template = jax.eval_shape(driver.init, keys)
+        template = driver.template(keys)
         try:
             runner = restore_into(template, state, run_dir)
         except CheckpointError as e:

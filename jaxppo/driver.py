@@ -95,9 +95,12 @@ class Driver:
         """Compile (or fetch from the persistent cache) both programs; time it."""
         t0 = time.perf_counter()
         self._init_c = self._init.lower(keys, self.hparams).compile()
-        template = jax.eval_shape(self._init, keys, self.hparams)
-        self._chunk_c = self._chunk.lower(template, self.hparams).compile()
+        self._chunk_c = self._chunk.lower(self.template(keys), self.hparams).compile()
         self.compile_s = time.perf_counter() - t0
+
+    def template(self, keys: jax.Array):
+        """Shapes and dtypes of the runner state (what a checkpoint must match)."""
+        return jax.eval_shape(self._init, keys, self.hparams)
 
     def init(self, keys: jax.Array) -> RunnerState:
         return self._init_c(keys, self.hparams)

@@ -86,9 +86,27 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
         states.append(jax.tree.map(lambda x: x[0], carry[0].inner))
         rewards.append(rewards[-1] + float(carry[2][0]) - prev_ret)
     try:
-        vis = Visualizer(env.env, env.params, states, np.array(rewards))
-        vis.animate(path)
+        write_gif(Visualizer(env.env, env.params, states, np.array(rewards)), len(states), path)
     except Exception as e:  # noqa: BLE001 - a missing visualizer must not crash eval
+        if type(e).__name__ in ("DependencyNotInstalled", "ModuleNotFoundError"):
+            raise RuntimeError(f"rendering {config.env_id} needs gymnasium's classic-control "
+                               "renderer: pip install 'jaxppo[render]'") from None
         raise RuntimeError(f"gymnax has no working visualizer for {config.env_id}: "
                            f"{type(e).__name__}: {e}") from None
     return int(carry[3][0])
+
+
+def write_gif(vis, num_frames: int, path: str) -> None:
+    """Draw each frame with gymnax's Visualizer and save with Pillow (matplotlib's animation
+    writer produced empty GIFs with it on matplotlib 3.11)."""
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    vis.init()
+    frames = []
+    for i in range(num_frames):
+        vis.update(i)
+        vis.fig.canvas.draw()
+        frames.append(Image.fromarray(np.asarray(vis.fig.canvas.buffer_rgba())[..., :3]))
+    plt.close(vis.fig)
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=vis.interval, loop=0)

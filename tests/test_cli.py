@@ -1,0 +1,245 @@
+"""CLI smoke runs, the run directory contract, live progress, resume and bad checkpoints."""
+
+import csv
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from jaxppo import load_checkpoint
+from jaxppo.cli import main
+from jaxppo.logger import read_metrics_csv
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
+# 4 envs x 16 steps, 24 updates: a few seconds.
+TINY = ["--set", "total_timesteps=1536", "--set", "num_envs=4", "--set", "num_steps=16",
+        "--set", "num_minibatches=2", "--set", "update_epochs=2", "--set", "hidden_sizes=[16, 16]"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    # One persistent compilation cache for the whole test session.
+    monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
+
+
+def train(tmp_path, *extra, name="run"):
+    code = main(["train", "--config", CARTPOLE, *TINY, "--logdir", str(tmp_path),
+                 "--run-name", name, "--no-progress", *extra])
+    return code, os.path.join(str(tmp_path), name)
+
+
+def test_train_writes_the_run_directory(tmp_path, capsys):
+    code, run = train(tmp_path, "--seeds", "2")
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "final return:" in out
+    for f in ("config.yaml", "metrics.csv", "curve.png", "summary.json",
+              "checkpoint/checkpoint.msgpack"):
+        assert os.path.isfile(os.path.join(run, f)), f
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    assert len(summary["final_return"]) == 2
+    for k in ("wall_s", "compile_s", "sps", "env_steps", "solved"):
+        assert k in summary
+    assert summary["env_steps"] == 1536 and summary["sps"] > 0
+    m = read_metrics_csv(run)
+    assert m["episodic_return"].shape == (2, 24)
+    # the resolved config round-trips
+    from jaxppo import load_config
+
+    assert load_config(os.path.join(run, "config.yaml")).num_steps == 16
+
+
+def read_scalars(event_dir):
+    """{tag: [(step, value)]} from the TFRecord event files (tensorboardX's own protobufs)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    out = {}
+    for path in sorted(glob.glob(os.path.join(event_dir, "events.out.tfevents.*"))):
+        data = open(path, "rb").read()
+        i = 0
+        while i < len(data):
+            (n,) = struct.unpack("<Q", data[i:i + 8])
+            ev = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+            i += 12 + n + 4
+            for v in ev.summary.value:
+                if v.HasField("simple_value"):
+                    out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+    return out
+
+
+def test_tensorboard_tags_are_cleanrls(tmp_path):
+    code, run = train(tmp_path, "--seeds", "2")
+    assert code == 0
+    dirs = sorted(glob.glob(os.path.join(run, "tb", "seed_*")))
+    assert [os.path.basename(d) for d in dirs] == ["seed_0", "seed_1"]
+    scalars = read_scalars(dirs[1])
+    tags = set(scalars)
+    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS",
+                "charts/learning_rate", "losses/policy_loss", "losses/value_loss",
+                "losses/entropy", "losses/approx_kl", "losses/clipfrac",
+                "losses/explained_variance", "losses/grad_norm"):
+        assert tag in tags, tag
+    steps = [s for s, _ in scalars["charts/episodic_return"]]
+    assert steps == list(range(64, 1536 + 1, 64))  # x-axis = env steps
+
+
+def test_progress_appears_while_running(tmp_path):
+    cmd = [sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE,
+           "--set", "total_timesteps=51200", "--set", "num_envs=4", "--set", "num_steps=16",
+           "--set", "hidden_sizes=[16]", "--logdir", str(tmp_path), "--run-name", "p"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) >= 10
+    times = [float(line.rsplit("t=", 1)[1].rstrip("s")) for line in lines]
+    steps = [int(line.split("steps ")[1].split(" ")[0].replace(",", "")) for line in lines]
+    assert steps == sorted(steps) and steps[-1] == 51200
+    wall = json.load(open(os.path.join(tmp_path, "p", "summary.json")))["wall_s"]
+    # The first progress line was printed well before the run ended.
+    assert times[0] < wall - 0.5 * (wall - times[0]) and times[0] < times[-1]
+
+
+def test_sweep(tmp_path, capsys):
+    code = main(["sweep", "--config", CARTPOLE, *TINY, "--grid", "lr=1e-3,1e-4",
+                 "--grid", "ent_coef=0,0.01", "--seeds", "2", "--logdir", str(tmp_path),
+                 "--run-name", "s", "--no-progress", "--no-tensorboard"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "rank" in out and "lr=0.001,ent_coef=0.01" in out
+    with open(os.path.join(tmp_path, "s", "sweep.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and [r["rank"] for r in rows] == ["1", "2", "3", "4"]
+    means = [float(r["final_return_mean"]) for r in rows]
+    assert means == sorted(means, reverse=True)
+    assert os.path.isfile(os.path.join(tmp_path, "s", "sweep.png"))
+
+
+def test_eval(tmp_path, capsys):
+    code, run = train(tmp_path)
+    assert code == 0
+    capsys.readouterr()
+    assert main(["eval", run, "--episodes", "5"]) == 0
+    assert "over 5 episodes" in capsys.readouterr().out
+    assert main(["eval", run, "--episodes", "3", "--stochastic"]) == 0
+    assert "stochastic" in capsys.readouterr().out
+
+
+def test_eval_gif_minatar(tmp_path, capsys):
+    code = main(["train", "--config", os.path.join(ROOT, "configs", "minatar_breakout.yaml"),
+                 "--set", "total_timesteps=512", "--set", "num_envs=4", "--set", "num_steps=32",
+                 "--set", "hidden_sizes=[16]", "--logdir", str(tmp_path), "--run-name", "b",
+                 "--no-progress"])
+    assert code == 0
+    gif = os.path.join(str(tmp_path), "ep.gif")
+    assert main(["eval", os.path.join(str(tmp_path), "b"), "--episodes", "2", "--gif", gif]) == 0
+    from PIL import Image
+
+    img = Image.open(gif)
+    assert img.format == "GIF" and img.n_frames > 1
+
+
+def test_eval_gif_without_renderer_says_how_to_install(tmp_path, capsys):
+    pytest.importorskip("jax")
+    try:
+        import pygame  # noqa: F401
+
+        pytest.skip("pygame is installed: the renderer works")
+    except ImportError:
+        pass
+    _, run = train(tmp_path)
+    capsys.readouterr()
+    assert main(["eval", run, "--episodes", "1", "--gif", str(tmp_path / "x.gif")]) == 1
+    assert "pip install 'jaxppo[render]'" in capsys.readouterr().err
+
+
+def test_load_checkpoint_api(tmp_path):
+    _, run = train(tmp_path, "--seeds", "3")
+    ckpt = load_checkpoint(run)
+    assert ckpt.config.num_steps == 16 and ckpt.update == 24 and ckpt.num_runs == 3
+    kernel = ckpt.train_state.params["params"]["actor"]["Dense_0"]["kernel"]
+    assert kernel.shape == (3, 4, 16)  # leading axis = seed
+    one = load_checkpoint(train(tmp_path, name="one")[1])
+    assert one.train_state.params["params"]["actor"]["Dense_0"]["kernel"].shape == (4, 16)
+
+
+def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys):
+    code, whole = train(tmp_path, "--seeds", "2", name="whole")
+    assert code == 0
+
+    # Send a real SIGINT to ourselves after the first chunk is logged.
+    from jaxppo.logger import RunLogger
+
+    original = RunLogger.log_chunk
+    calls = {"n": 0}
+
+    def log_and_interrupt(self, result, compile_s):
+        original(self, result, compile_s)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(RunLogger, "log_chunk", log_and_interrupt)
+    code, part = train(tmp_path, "--seeds", "2", name="part")
+    assert code == 128 + signal.SIGINT
+    assert "jaxppo train --resume" in capsys.readouterr().err
+    stopped_at = load_checkpoint(part).update
+    assert 0 < stopped_at < 24
+    monkeypatch.setattr(RunLogger, "log_chunk", original)
+
+    assert main(["train", "--resume", part, "--no-progress"]) == 0
+    a, b = load_checkpoint(whole), load_checkpoint(part)
+    assert b.update == 24
+    from jaxppo.checkpoint import _to_host  # keys as raw data, so they compare too
+
+    jax.tree.map(np.testing.assert_array_equal, _to_host(a.runner_state), _to_host(b.runner_state))
+    # the logs were appended to, not restarted
+    assert read_metrics_csv(part)["update"].shape == (2, 24)
+    np.testing.assert_array_equal(read_metrics_csv(part)["episodic_return"],
+                                  read_metrics_csv(whole)["episodic_return"])
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "missing"])
+def test_bad_checkpoint_is_one_line(tmp_path, capsys, damage):
+    _, run = train(tmp_path)
+    capsys.readouterr()
+    path = os.path.join(run, "checkpoint", "checkpoint.msgpack")
+    data = open(path, "rb").read()
+    if damage == "truncate":
+        open(path, "wb").write(data[: len(data) // 2])
+    elif damage == "garbage":
+        open(path, "wb").write(b"not a checkpoint at all")
+    elif damage == "flip":
+        i = len(data) - 100
+        open(path, "wb").write(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
+    else:
+        os.remove(path)
+    for argv in (["train", "--resume", run, "--no-progress"], ["eval", run]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "checkpoint" in err[0] and "Traceback" not in err[0]
+
+
+def test_resume_rejects_a_mismatched_checkpoint(tmp_path, capsys):
+    _, a = train(tmp_path, name="a")
+    _, b = train(tmp_path, "--set", "hidden_sizes=[8]", name="b")
+    # Put b's checkpoint (other network sizes) under a's config.
+    from jaxppo.checkpoint import read_checkpoint, restore_into
+    from jaxppo.train import make_train
+
+    _, state = read_checkpoint(b)
+    cfg = load_checkpoint(a).config
+    template = jax.eval_shape(jax.vmap(make_train(cfg).init), jax.random.split(jax.random.key(0), 1))
+    from jaxppo.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match="does not match"):
+        restore_into(template, state, b)
