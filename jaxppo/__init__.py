@@ -5,10 +5,14 @@
     out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), 8))
 """
 
-from jaxppo.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from jaxppo.config import ConfigError, Hparams, PPOConfig, load_config
-from jaxppo.gae import compute_gae
-from jaxppo.train import TrainOutput, TrainState, make_train
+from jaxppo._xla import apply_xla_cpu_flags
+
+apply_xla_cpu_flags()  # before anything creates the CPU backend
+
+from jaxppo.checkpoint import Checkpoint, CheckpointError, load_checkpoint  # noqa: E402
+from jaxppo.config import ConfigError, Hparams, PPOConfig, load_config  # noqa: E402
+from jaxppo.gae import compute_gae  # noqa: E402
+from jaxppo.train import TrainOutput, TrainState, make_train  # noqa: E402
 
 __all__ = [
     "Checkpoint",

@@ -24,7 +24,7 @@ import yaml
 
 from jaxppo.config import FIELDS, ConfigError, Hparams, PPOConfig, config_from_dict, load_config
 
-DEFAULT_CONFIG = os.path.join("configs", "cartpole.yaml")
+EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
 
 class UsageError(Exception):
@@ -77,6 +77,12 @@ def positive_int(name: str):
             raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {value}")
         return value
     return parse
+
+
+def require_config(args) -> str:
+    if not args.config:
+        raise UsageError(f"--config is required (e.g. --config {EXAMPLE_CONFIG})")
+    return args.config
 
 
 def setup_compilation_cache(enabled: bool) -> None:
@@ -150,7 +156,7 @@ def cmd_train(args) -> int:
             with open(summary_path, encoding="utf-8") as f:
                 previous = json.load(f)
     else:
-        config = load_config(args.config or DEFAULT_CONFIG, parse_set(args.set))
+        config = load_config(require_config(args), parse_set(args.set))
         num_runs = args.seeds or 1
         seed = args.seed
         start_update = 0
@@ -234,7 +240,7 @@ def cmd_sweep(args) -> int:
     from jaxppo.logger import RunLogger
     from jaxppo.plots import plot_sweep
 
-    config = load_config(args.config or DEFAULT_CONFIG, parse_set(args.set))
+    config = load_config(require_config(args), parse_set(args.set))
     grid = parse_grid(args.grid)
     settings = [dict(zip(grid, values, strict=False)) for values in itertools.product(*grid.values())]
     for s in settings:  # validate every setting on the host before compiling
@@ -328,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp):
-        sp.add_argument("--config", help=f"YAML config (default {DEFAULT_CONFIG})")
+        sp.add_argument("--config", help=f"YAML config, e.g. {EXAMPLE_CONFIG}")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable)")
         sp.add_argument("--seeds", type=positive_int("--seeds"), default=None,

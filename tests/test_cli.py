@@ -243,3 +243,9 @@ def test_resume_rejects_a_mismatched_checkpoint(tmp_path, capsys):
 
     with pytest.raises(CheckpointError, match="does not match"):
         restore_into(template, state, b)
+
+
+def test_config_is_required_unless_resuming(tmp_path, capsys):
+    assert main(["train", "--logdir", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--config is required" in err[0]

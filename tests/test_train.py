@@ -141,3 +141,23 @@ def test_bfloat16_compute_runs(tiny_config):
 def test_make_train_rejects_non_config():
     with pytest.raises(TypeError):
         make_train({"env_id": "CartPole-v1"})
+
+
+def test_vmapped_minatar_does_not_hang():
+    # Regression: with XLA:CPU's concurrency-optimized scheduler on, this exact program (2 vmapped
+    # seeds, 64 MinAtar envs) compiled and then deadlocked at 0% CPU. jaxppo turns it off at
+    # import (jaxppo/_xla.py); run in a subprocess so a hang fails by timeout, not forever.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import dataclasses, jax, jaxppo\n"
+        "c = dataclasses.replace(jaxppo.load_config('configs/minatar_breakout.yaml'),"
+        " total_timesteps=8192, hidden_sizes=(32,))\n"
+        "out = jax.jit(jax.vmap(jaxppo.make_train(c)))(jax.random.split(jax.random.key(0), 2))\n"
+        "print(float(out.metrics['value_loss'].sum()))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAXPPO_KEEP_XLA_FLAGS")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert proc.returncode == 0, proc.stderr[-1500:]

@@ -1,0 +1,31 @@
+"""XLA:CPU settings jaxppo needs, applied before JAX creates its CPU backend.
+
+XLA:CPU's concurrency-optimized thunk scheduler (on by default in jaxlib 0.10) deadlocks on
+some vmapped training programs: e.g. 2 vmapped seeds of `configs/minatar_breakout.yaml` sat at
+0% CPU forever after compiling. Turning it off costs nothing measurable for PPO-sized programs
+(BENCHMARKS.md). Set JAXPPO_KEEP_XLA_FLAGS=1 to leave XLA_FLAGS exactly as you set them.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+
+FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
+def _jaxlib_version() -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return (0, 0)
+
+
+def apply_xla_cpu_flags() -> None:
+    if os.environ.get("JAXPPO_KEEP_XLA_FLAGS"):
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    # XLA aborts on unknown flags, so only add it where it is known to exist.
+    if "xla_cpu_enable_concurrency_optimized_scheduler" in flags or _jaxlib_version() < (0, 10):
+        return
+    os.environ["XLA_FLAGS"] = f"{flags} {FLAG}".strip()

@@ -1,0 +1,218 @@
+"""jaxppo's own speed on this machine, as Markdown tables (each figure the median of repeats,
+compile time reported apart from run time).
+
+    python scripts/benchmark.py                 # the full set (minutes on a 2-core CPU)
+    python scripts/benchmark.py --quick         # tiny budgets: proves the script runs (CI)
+    python scripts/benchmark.py --only seeds,logging --out bench.md
+
+Sections: `seeds` (SPS and compile time vs vmapped seeds), `envs` (SPS vs num_envs),
+`split` (one update: rollout vs learning), `logging` (live progress in chunks vs one scan),
+`dtype` (bf16 vs f32), `memory` (peak host RSS vs rollout size and vs number of updates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+
+from jaxppo import PPOConfig, load_config, make_train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    dev = jax.devices()[0]
+    where = dev.device_kind if dev.platform != "cpu" else f"{cpu}, {os.cpu_count()} cores"
+    return f"{where}; JAX {jax.__version__} ({dev.platform})"
+
+
+def timed(fn, *args, repeats: int):
+    """(compile_s, median run_s) of `jax.jit(fn)(*args)`."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        runs.append(time.perf_counter() - t0)
+    return compile_s, float(np.median(runs))
+
+
+def table(title: str, header: list[str], rows: list[list]) -> str:
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def bench_seeds(cfg: PPOConfig, seeds: list[int], repeats: int) -> str:
+    train = make_train(cfg)
+    rows = []
+    for s in seeds:
+        keys = jax.random.split(jax.random.key(0), s)
+        c, r = timed(jax.vmap(train), keys, repeats=repeats)
+        rows.append([s, f"{c:.2f}", f"{r:.2f}", f"{s * cfg.env_steps / r:,.0f}",
+                     f"{cfg.env_steps / r:,.0f}"])
+    return table(f"Seeds vmapped in one program ({cfg.env_id}, {cfg.env_steps:,} steps each)",
+                 ["seeds", "compile s", "run s", "total SPS", "SPS per seed"], rows)
+
+
+def bench_envs(cfg: PPOConfig, envs: list[int], repeats: int) -> str:
+    rows = []
+    for n in envs:
+        c = dataclasses.replace(cfg, num_envs=n, total_timesteps=max(cfg.total_timesteps,
+                                                                     n * cfg.num_steps))
+        comp, r = timed(make_train(c), jax.random.key(0), repeats=repeats)
+        rows.append([n, c.num_updates, f"{comp:.2f}", f"{r:.2f}", f"{c.env_steps / r:,.0f}"])
+    return table(f"num_envs ({cfg.env_id}, num_steps {cfg.num_steps}, "
+                 f"{cfg.total_timesteps:,} steps or one update)",
+                 ["num_envs", "updates", "compile s", "run s", "SPS"], rows)
+
+
+def bench_split(cfg: PPOConfig, repeats: int) -> str:
+    """Rollout alone vs the whole update, over all updates of the run."""
+    from jaxppo.config import Hparams
+    from jaxppo.rollout import RolloutSettings, rollout
+
+    train = make_train(cfg)
+    hp = Hparams.from_config(cfg)
+    runner = jax.jit(train.init)(jax.random.key(0))
+    settings = RolloutSettings(cfg.num_steps, cfg.normalize_obs, cfg.normalize_reward)
+
+    def rollouts_only(r):
+        def body(r, _):
+            ts = r.train_state
+            key, k = jax.random.split(r.key)
+            env, norm, traj, _, _ = rollout(k, r.env, ts.normalizer, ts.params, env=train.env,
+                                            network=train.network, gamma=hp.gamma,
+                                            settings=settings)
+            return r._replace(env=env, key=key), traj.reward.sum()
+        return jax.lax.scan(body, r, None, length=cfg.num_updates)
+
+    _, t_roll = timed(rollouts_only, runner, repeats=repeats)
+    _, t_all = timed(lambda r: train.run(r, None), runner, repeats=repeats)
+    per = 1e3 / cfg.num_updates
+    rows = [["rollout (env steps + acting)", f"{t_roll * per:.3f}", f"{100 * t_roll / t_all:.0f}%"],
+            ["learning (GAE + epochs x minibatches)", f"{(t_all - t_roll) * per:.3f}",
+             f"{100 * (t_all - t_roll) / t_all:.0f}%"],
+            ["whole update", f"{t_all * per:.3f}", "100%"]]
+    return table(f"One update, split ({cfg.env_id}, batch {cfg.batch_size}, "
+                 f"{cfg.update_epochs}x{cfg.num_minibatches} minibatches)",
+                 ["part", "ms per update", "share"], rows)
+
+
+def bench_logging(cfg: PPOConfig, seeds: int, repeats: int) -> str:
+    """One unbroken scan vs the CLI's chunked scan with CSV/TensorBoard/progress between chunks."""
+    import tempfile
+
+    from jaxppo.driver import Driver
+    from jaxppo.logger import RunLogger
+
+    train = make_train(cfg)
+    keys = jax.random.split(jax.random.key(0), seeds)
+    _, t_scan = timed(jax.vmap(train), keys, repeats=repeats)
+    times = []
+    for _ in range(repeats):
+        driver = Driver(cfg, seeds)
+        driver.compile(keys)
+        runner = driver.init(keys)
+        jax.block_until_ready(runner)
+        with tempfile.TemporaryDirectory() as d:
+            logger = RunLogger(d, cfg, seeds, run_names=[f"seed_{i}" for i in range(seeds)],
+                               progress=False)
+            t0 = time.perf_counter()
+            driver.run(runner, 0, lambda r, res, lg=logger: lg.log_chunk(res, 0.0) or True, t0)
+            times.append(time.perf_counter() - t0)
+            logger.close(compile_s=0, wall_s=0, finished=True, env_steps_done=cfg.env_steps)
+    t_chunk = float(np.median(times))
+    rows = [["one scan, no logging", f"{t_scan:.2f}", f"{seeds * cfg.env_steps / t_scan:,.0f}", "—"],
+            [f"{cfg.num_updates // Driver(cfg, seeds).chunk_updates} chunks + CSV + TensorBoard",
+             f"{t_chunk:.2f}", f"{seeds * cfg.env_steps / t_chunk:,.0f}",
+             f"{100 * (t_chunk - t_scan) / t_scan:+.1f}%"]]
+    return table(f"Live logging overhead ({cfg.env_id}, {seeds} seed(s), compile excluded)",
+                 ["mode", "run s", "SPS", "overhead"], rows)
+
+
+def bench_dtype(cfg: PPOConfig, repeats: int) -> str:
+    rows = []
+    for dtype in ("float32", "bfloat16"):
+        c = dataclasses.replace(cfg, compute_dtype=dtype)
+        comp, r = timed(make_train(c), jax.random.key(0), repeats=repeats)
+        rows.append([dtype, f"{comp:.2f}", f"{r:.2f}", f"{c.env_steps / r:,.0f}"])
+    return table(f"Network compute dtype ({cfg.env_id}, hidden {list(cfg.hidden_sizes)})",
+                 ["compute_dtype", "compile s", "run s", "SPS"], rows)
+
+
+def _peak_rss_child(code: str) -> float:
+    """Peak RSS (MiB) of a fresh interpreter running `code`."""
+    out = subprocess.run([sys.executable, "-c", code + "\nimport resource;"
+                          "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def bench_memory(cfg: PPOConfig) -> str:
+    """Peak host RSS grows with the rollout size (num_envs x num_steps), not with updates."""
+    base = ("import jax; from jaxppo import PPOConfig, make_train; "
+            "c = PPOConfig(env_id='{env}', num_envs={n}, num_steps={t}, total_timesteps={steps},"
+            " hidden_sizes=(64, 64)); jax.block_until_ready(jax.jit(make_train(c))(jax.random.key(0)))")
+    rows = []
+    for n, t, updates in [(4, 128, 10), (4, 128, 200), (256, 128, 10), (1024, 128, 10)]:
+        steps = n * t * updates
+        rss = _peak_rss_child(base.format(env=cfg.env_id, n=n, t=t, steps=steps))
+        rows.append([n, t, updates, f"{n * t:,}", f"{rss:,.0f}"])
+    return table("Peak host memory (fresh process, CPU)",
+                 ["num_envs", "num_steps", "updates", "rollout transitions", "peak RSS MiB"], rows)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--config", default=os.path.join(ROOT, "configs", "cartpole.yaml"))
+    p.add_argument("--quick", action="store_true", help="tiny budgets (CI smoke run)")
+    p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--only", default="seeds,envs,split,logging,dtype,memory")
+    p.add_argument("--out", default=None, help="also write the Markdown here")
+    args = p.parse_args()
+    cfg = load_config(args.config)
+    only = set(args.only.split(","))
+    if args.quick:
+        cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 4, hidden_sizes=(16,))
+        seeds, envs, repeats = [1, 2], [4, 8], args.repeats or 1
+    else:
+        seeds, envs, repeats = [1, 4, 16, 64, 256], [4, 16, 64, 256, 1024, 4096], args.repeats or 3
+    parts = [f"Machine: {machine()}\n"]
+    sections = {
+        "seeds": lambda: bench_seeds(cfg, seeds, repeats),
+        "envs": lambda: bench_envs(cfg, envs, repeats),
+        "split": lambda: bench_split(cfg, repeats),
+        "logging": lambda: bench_logging(cfg, 1, repeats),
+        "dtype": lambda: bench_dtype(cfg, repeats),
+        "memory": lambda: bench_memory(cfg),
+    }
+    for name, fn in sections.items():
+        if name in only and not (args.quick and name == "memory"):
+            text = fn()
+            print(text, flush=True)
+            parts.append(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write("\n".join(parts))
+
+
+if __name__ == "__main__":
+    main()
