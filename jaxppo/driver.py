@@ -84,9 +84,10 @@ class Driver:
         hp_axis = None if self.hparams is None else 0
         chunk = self.chunk_updates
         self._init = jax.jit(jax.vmap(self.train.init, in_axes=(0, hp_axis)))
+        # No buffer donation: while chunk k+1 runs, chunk k's state must stay valid for its
+        # checkpoint (the runner state is small: params, optimizer, env state).
         self._chunk = jax.jit(
-            jax.vmap(lambda r, hp: self.train.run(r, hp, chunk), in_axes=(0, hp_axis)),
-            donate_argnums=0)
+            jax.vmap(lambda r, hp: self.train.run(r, hp, chunk), in_axes=(0, hp_axis)))
 
     def keys(self, seed: int) -> jax.Array:
         return jax.random.split(jax.random.key(seed), self.num_runs)
@@ -107,14 +108,30 @@ class Driver:
 
     def run(self, runner: RunnerState, start_update: int,
             on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float) -> RunnerState:
-        """Step chunk by chunk from `start_update` to the end. `on_chunk` returns False to stop."""
+        """Step chunk by chunk from `start_update` to the end. `on_chunk` returns False to stop.
+
+        Pipelined: chunk k+1 is dispatched (JAX dispatch is asynchronous) before the host logs
+        chunk k, so logging and checkpointing overlap with compute instead of stalling it.
+        A stop after chunk k returns chunk k's state; chunk k+1's result is dropped.
+        """
         update = start_update
-        while update < self.config.num_updates:
-            t0 = time.perf_counter()
-            runner, metrics = self._chunk_c(runner, self.hparams)
-            metrics = jax.device_get(metrics)  # waits for the chunk
-            now = time.perf_counter()
-            update += self.chunk_updates
-            if not on_chunk(runner, ChunkResult(update, metrics, now - t_start, now - t0)):
-                break
-        return runner
+        inflight = None  # (runner, metrics, update) of the chunk being computed
+        last = time.perf_counter()
+        while True:
+            nxt = None
+            if update < self.config.num_updates:
+                r_next, m_next = self._chunk_c(runner, self.hparams)
+                update += self.chunk_updates
+                nxt = (r_next, m_next, update)
+            if inflight is not None:
+                r_done, m_done, u_done = inflight
+                metrics = jax.device_get(m_done)  # waits for that chunk only
+                now = time.perf_counter()
+                result = ChunkResult(u_done, metrics, now - t_start, now - last)
+                last = now
+                if not on_chunk(r_done, result):
+                    return r_done
+            if nxt is None:
+                return runner if inflight is None else inflight[0]
+            inflight = nxt
+            runner = nxt[0]
