@@ -22,7 +22,7 @@ import time
 
 import yaml
 
-from jaxppo.config import FIELDS, ConfigError, Hparams, PPOConfig, config_from_dict, load_config
+from jaxppo.config import ConfigError, Hparams, PPOConfig, config_from_dict, load_config
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["main", "build_parser", "FIELDS"]
+__all__ = ["main", "build_parser"]
 
 if __name__ == "__main__":
     sys.exit(main())
