@@ -195,7 +195,7 @@ def cmd_train(args) -> int:
         def on_chunk(runner, result):
             prev = state["update"]
             state["update"] = result.update
-            logger.log_chunk(result, driver.compile_s)
+            logger.log_chunk(result)
             if stop.signum is not None:
                 state["stopped"] = stop.signum
                 save(runner, result.update)
@@ -268,7 +268,7 @@ def cmd_sweep(args) -> int:
     names = [f"{i // seeds:03d}_{labels[i // seeds]}_seed{i % seeds}" for i in range(num_runs)]
     logger = RunLogger(run_dir, config, num_runs, run_names=names,
                        progress=not args.no_progress, tensorboard=not args.no_tensorboard)
-    driver.run(driver.init(keys), 0, lambda r, res: logger.log_chunk(res, driver.compile_s) or True,
+    driver.run(driver.init(keys), 0, lambda r, res: logger.log_chunk(res) or True,
                t0)
     summary = logger.close(compile_s=driver.compile_s, wall_s=time.perf_counter() - t0,
                            finished=True, env_steps_done=config.env_steps)

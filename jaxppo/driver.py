@@ -132,6 +132,6 @@ class Driver:
                 if not on_chunk(r_done, result):
                     return r_done
             if nxt is None:
-                return runner if inflight is None else inflight[0]
+                return runner  # the last chunk's state (or the input, if nothing was left)
             inflight = nxt
             runner = nxt[0]

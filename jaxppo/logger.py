@@ -117,6 +117,7 @@ class RunLogger:
         # CSV and TensorBoard writes run on a writer thread, overlapping the next chunk's compute
         # (XLA releases the GIL while it runs); `close` waits for every row to be written.
         self._queue: queue.Queue = queue.Queue()
+        self._write_error: BaseException | None = None
         self._writer = threading.Thread(target=self._write_loop, daemon=True)
         self._writer.start()
 
@@ -125,7 +126,15 @@ class RunLogger:
             item = self._queue.get()
             if item is None:
                 return
-            self._write(*item)
+            if self._write_error is None:
+                try:
+                    self._write(*item)
+                except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
+                    self._write_error = e
+
+    def _raise_write_error(self) -> None:
+        if self._write_error is not None:
+            raise self._write_error
 
     def _write(self, m: dict, first_update: int, wall: float, sps: float) -> None:
         R, C = m["env_steps"].shape
@@ -147,7 +156,8 @@ class RunLogger:
             w.add_scalar("charts/SPS", sps, int(m["env_steps"][r, -1]))
             w.flush()
 
-    def log_chunk(self, result, compile_s: float) -> None:
+    def log_chunk(self, result) -> None:
+        self._raise_write_error()  # a failed write (disk full, ...) stops the run loudly
         m = result.metrics
         R, C = m["env_steps"].shape
         first_update = result.update - C
@@ -203,6 +213,7 @@ class RunLogger:
         self.progress.close()
         self._queue.put(None)
         self._writer.join()
+        self._raise_write_error()
         self._csv_file.close()
         for w in self.writers:
             w.close()

@@ -136,7 +136,7 @@ def bench_logging(cfg: PPOConfig, seeds: int, repeats: int) -> str:
             logger = RunLogger(d, cfg, seeds, run_names=[f"seed_{i}" for i in range(seeds)],
                                progress=False)
             t0 = time.perf_counter()
-            driver.run(runner, 0, lambda r, res, lg=logger: lg.log_chunk(res, 0.0) or True, t0)
+            driver.run(runner, 0, lambda r, res, lg=logger: lg.log_chunk(res) or True, t0)
             logger.close(compile_s=0, wall_s=0, finished=True, env_steps_done=cfg.env_steps)
             times.append(time.perf_counter() - t0)  # includes draining the writer thread
     t_chunk = float(np.median(times))

@@ -183,8 +183,8 @@ def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys)
     original = RunLogger.log_chunk
     calls = {"n": 0}
 
-    def log_and_interrupt(self, result, compile_s):
-        original(self, result, compile_s)
+    def log_and_interrupt(self, result):
+        original(self, result)
         calls["n"] += 1
         if calls["n"] == 1:
             os.kill(os.getpid(), signal.SIGINT)
@@ -250,3 +250,23 @@ def test_config_is_required_unless_resuming(tmp_path, capsys):
     assert main(["train", "--logdir", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--config is required" in err[0]
+
+
+def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
+    # CSV/TensorBoard writes happen on a writer thread; a failure there must still stop the run.
+    from types import SimpleNamespace
+
+    from jaxppo import PPOConfig
+    from jaxppo.logger import RunLogger
+    from jaxppo.train import METRIC_NAMES
+
+    def disk_full(self, *args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunLogger, "_write", disk_full)
+    logger = RunLogger(str(tmp_path), PPOConfig(), 1, run_names=["seed_0"], progress=False,
+                       tensorboard=False)
+    metrics = {k: np.ones((1, 2)) for k in METRIC_NAMES}
+    logger.log_chunk(SimpleNamespace(update=2, metrics=metrics, wall_s=1.0, chunk_s=0.5))
+    with pytest.raises(OSError, match="No space left"):
+        logger.close(compile_s=0.0, wall_s=1.0, finished=True, env_steps_done=1024)
