@@ -12,6 +12,7 @@ apply_xla_cpu_flags()  # before anything creates the CPU backend
 from jaxppo.checkpoint import Checkpoint, CheckpointError, load_checkpoint  # noqa: E402
 from jaxppo.config import ConfigError, Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.gae import compute_gae  # noqa: E402
+from jaxppo.memory import MemoryEstimate, estimate_memory  # noqa: E402
 from jaxppo.train import TrainOutput, TrainState, make_train  # noqa: E402
 
 __all__ = [
@@ -19,10 +20,12 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "Hparams",
+    "MemoryEstimate",
     "PPOConfig",
     "TrainOutput",
     "TrainState",
     "compute_gae",
+    "estimate_memory",
     "load_checkpoint",
     "load_config",
     "make_train",

@@ -55,11 +55,18 @@ def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_ru
                     extra: dict | None = None) -> str:
     """Write atomically: a temp file in the same dir, fsync, then rename over the old one.
 
-    A kill during the save leaves the previous checkpoint intact.
+    A kill during the save leaves the previous checkpoint intact, and a diverged (non-finite)
+    state is refused, so a bad state never replaces a good checkpoint.
     """
+    host = _to_host(runner)
+    train_state = getattr(host, "train_state", host)
+    if not all(np.isfinite(x).all() for x in jax.tree.leaves(train_state)
+               if np.issubdtype(x.dtype, np.floating)):
+        raise CheckpointError("refusing to save a checkpoint with NaN/Inf parameters (the run "
+                              "diverged); the previous checkpoint is kept")
     ckpt_dir = os.path.join(run_dir, "checkpoint")
     os.makedirs(ckpt_dir, exist_ok=True)
-    payload = serialization.msgpack_serialize(serialization.to_state_dict(_to_host(runner)))
+    payload = serialization.msgpack_serialize(serialization.to_state_dict(host))
     header = {
         "format": FORMAT, "version": VERSION, "config": config.to_dict(), "update": int(update),
         "num_runs": int(num_runs), "sha256": hashlib.sha256(payload).hexdigest(),

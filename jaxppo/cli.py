@@ -6,6 +6,8 @@
 
 Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM) saves a checkpoint
 at the next chunk boundary and exits with 130 (143 for SIGTERM); `--resume RUN_DIR` continues.
+A run whose loss, gradients or parameters turn NaN/Inf stops at the next chunk boundary with
+status 3, keeping the last good checkpoint.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def _fmt_solved(env_id: str, solved: dict | None) -> str | None:
 def cmd_train(args) -> int:
 
     from jaxppo.checkpoint import CheckpointError, read_checkpoint, restore_into, save_checkpoint
-    from jaxppo.driver import Driver, StopFlag
+    from jaxppo.driver import DIVERGENCE_HINT, Driver, StopFlag, find_nonfinite
     from jaxppo.logger import RunLogger, read_metrics_csv, write_config
     from jaxppo.plots import plot_curve
 
@@ -160,24 +162,27 @@ def cmd_train(args) -> int:
         num_runs = args.seeds or 1
         seed = args.seed
         start_update = 0
+
+    driver = Driver(config, num_runs)  # refuses a config that cannot fit, before any file
+    if not args.resume:
         run_dir = make_run_dir(args.logdir, args.run_name, config, num_runs)
         write_config(run_dir, config)
-
-    driver = Driver(config, num_runs)
     keys = driver.keys(seed)
     print(f"jaxppo: {config.env_id} | {num_runs} seed(s) | {config.env_steps:,} steps "
           f"({config.num_updates} updates of {config.batch_size}) | run dir {run_dir}",
           flush=True)
+    restored = None
+    if args.resume:  # check the checkpoint against the config's shapes before compiling
+        try:
+            restored = restore_into(driver.template(keys), state, run_dir)
+        except CheckpointError as e:
+            raise UsageError(str(e)) from None
     t_start = time.perf_counter()
     driver.compile(keys)
     print(f"compiled in {driver.compile_s:.1f} s ({driver.chunk_updates} updates per chunk)",
           flush=True)
-    if args.resume:
-        template = driver.template(keys)
-        try:
-            runner = restore_into(template, state, run_dir)
-        except CheckpointError as e:
-            raise UsageError(str(e)) from None
+    if restored is not None:
+        runner = restored
         print(f"resuming at update {start_update}/{config.num_updates}", flush=True)
     else:
         runner = driver.init(keys)
@@ -185,17 +190,25 @@ def cmd_train(args) -> int:
     names = [f"seed_{i}" for i in range(num_runs)]
     logger = RunLogger(run_dir, config, num_runs, run_names=names, progress=not args.no_progress,
                        start_update=start_update, previous=previous)
-    state = {"update": start_update, "stopped": None}
+    # good: the newest state whose every update was finite; saved: the checkpoint on disk.
+    state = {"update": start_update, "stopped": None, "diverged": None,
+             "good": None, "saved": start_update if args.resume else None}
     every = args.checkpoint_every
 
     def save(runner, update):
         save_checkpoint(run_dir, runner, config, update, num_runs, extra={"seed": seed})
+        state["saved"] = update
 
     with StopFlag() as stop:
         def on_chunk(runner, result):
             prev = state["update"]
             state["update"] = result.update
             logger.log_chunk(result)
+            bad = find_nonfinite(result.metrics, prev)
+            if bad is not None:  # stop before this state can reach a checkpoint
+                state["diverged"] = bad
+                return False
+            state["good"] = (runner, result.update)
             if stop.signum is not None:
                 state["stopped"] = stop.signum
                 save(runner, result.update)
@@ -206,16 +219,29 @@ def cmd_train(args) -> int:
 
         runner = driver.run(runner, start_update, on_chunk, t_start)
     wall = time.perf_counter() - t_start
-    finished = state["update"] >= config.num_updates
+    diverged = state["diverged"]
+    finished = state["update"] >= config.num_updates and diverged is None
     if finished:
         save(runner, state["update"])
-    summary = logger.close(compile_s=driver.compile_s, wall_s=wall, finished=finished,
-                           env_steps_done=state["update"] * config.batch_size)
+    if diverged is not None and state["good"] is not None and (
+            state["saved"] is None or state["good"][1] > state["saved"]):
+        save(*state["good"])  # keep the last good state for inspection (`jaxppo eval`)
+    summary = logger.close(
+        compile_s=driver.compile_s, wall_s=wall, finished=finished,
+        env_steps_done=state["update"] * config.batch_size,
+        diverged=None if diverged is None else {"run": diverged[0], "update": diverged[1]})
     metrics = read_metrics_csv(run_dir)
     from jaxppo.envs import SOLVE_THRESHOLDS
 
     plot_curve(os.path.join(run_dir, "curve.png"), metrics["env_steps"][0],
                metrics["episodic_return"], config.env_id, SOLVE_THRESHOLDS.get(config.env_id))
+    if diverged is not None:
+        kept = (f"the last good checkpoint (update {state['saved']}) is kept in {run_dir}"
+                if state["saved"] is not None else "no finite state was reached to checkpoint")
+        print(f"jaxppo train: error: training diverged: NaN/Inf in the loss, gradients or "
+              f"parameters at update {diverged[1]} (seed {diverged[0]}); {kept}; "
+              f"{DIVERGENCE_HINT}", file=sys.stderr)
+        return 3
     if state["stopped"] is not None:
         name = signal.Signals(state["stopped"]).name
         print(f"stopped by {name} at update {state['update']}/{config.num_updates}; checkpoint "
@@ -250,13 +276,13 @@ def cmd_sweep(args) -> int:
                for s in settings for _ in range(seeds)]
     hparams = Hparams.stack(hp_list)
     num_runs = len(hp_list)
+    driver = Driver(config, num_runs, hparams=hparams)
     run_dir = make_run_dir(args.logdir, args.run_name, config, num_runs)
     from jaxppo.logger import write_config
 
     write_config(run_dir, config)
     import jax
 
-    driver = Driver(config, num_runs, hparams=hparams)
     # The same seeds for every setting (common random numbers make the ranking fairer).
     keys = jax.numpy.tile(jax.random.split(jax.random.key(args.seed), seeds), len(settings))
     print(f"jaxppo sweep: {config.env_id} | {len(settings)} settings x {seeds} seeds = "
@@ -268,24 +294,34 @@ def cmd_sweep(args) -> int:
     names = [f"{i // seeds:03d}_{labels[i // seeds]}_seed{i % seeds}" for i in range(num_runs)]
     logger = RunLogger(run_dir, config, num_runs, run_names=names,
                        progress=not args.no_progress, tensorboard=not args.no_tensorboard)
-    driver.run(driver.init(keys), 0, lambda r, res: logger.log_chunk(res) or True,
-               t0)
+    diverged = np.zeros(num_runs, bool)  # a diverged agent does not stop the others
+
+    def on_chunk(runner, result):
+        logger.log_chunk(result)
+        diverged[:] |= np.asarray(result.metrics["nonfinite"]).any(axis=1) > 0
+        return True
+
+    driver.run(driver.init(keys), 0, on_chunk, t0)
     summary = logger.close(compile_s=driver.compile_s, wall_s=time.perf_counter() - t0,
                            finished=True, env_steps_done=config.env_steps)
     final = np.array(summary["final_return"]).reshape(len(settings), seeds)
+    bad = diverged.reshape(len(settings), seeds)
     means, stds = final.mean(1), final.std(1)
     order = np.argsort(-means)
     with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["rank", *grid, "final_return_mean", "final_return_std", "seeds"])
+        w.writerow(["rank", *grid, "final_return_mean", "final_return_std", "seeds",
+                    "diverged_seeds"])
         for rank, g in enumerate(order, 1):
-            w.writerow([rank, *settings[g].values(), f"{means[g]:.4f}", f"{stds[g]:.4f}", seeds])
+            w.writerow([rank, *settings[g].values(), f"{means[g]:.4f}", f"{stds[g]:.4f}", seeds,
+                        int(bad[g].sum())])
     plot_sweep(os.path.join(run_dir, "sweep.png"), labels, means, stds,
                f"{config.env_id}: {seeds} seed(s) per setting")
     width = max(len(x) for x in labels)
     print(f"{'rank':>4}  {'setting':<{width}}  final return")
     for rank, g in enumerate(order, 1):
-        print(f"{rank:>4}  {labels[g]:<{width}}  {means[g]:8.2f} ± {stds[g]:.2f}")
+        flag = f"  (diverged: {int(bad[g].sum())}/{seeds} seeds)" if bad[g].any() else ""
+        print(f"{rank:>4}  {labels[g]:<{width}}  {means[g]:8.2f} ± {stds[g]:.2f}{flag}")
     print(f"{num_runs} agents, {summary['sps']:,.0f} SPS in total, wall {summary['wall_s']:.1f} s")
     return 0
 
@@ -329,8 +365,15 @@ def cmd_eval(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the full usage is one `--help` away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="jaxppo", description="PPO compiled into one lax.scan.")
+    p = _Parser(prog="jaxppo", description="PPO compiled into one lax.scan.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp):

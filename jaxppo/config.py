@@ -178,6 +178,9 @@ def _validate(c: PPOConfig) -> None:
         _fail("activation", f"unknown activation {c.activation!r}", f"use one of {list(ACTIVATIONS)}")
     if c.compute_dtype not in COMPUTE_DTYPES:
         _fail("compute_dtype", f"got {c.compute_dtype!r}", f"use one of {list(COMPUTE_DTYPES)}")
+    if c.batch_size > _INT32_MAX:
+        _fail("num_envs", f"num_envs * num_steps = {c.batch_size:,} transitions per update "
+              f"exceeds {_INT32_MAX:,} (int32 indexing)", "lower num_envs or num_steps")
     if c.batch_size % c.num_minibatches:
         _fail("num_minibatches",
               f"num_envs * num_steps = {c.batch_size} does not split into {c.num_minibatches} "
@@ -186,7 +189,7 @@ def _validate(c: PPOConfig) -> None:
     if c.total_timesteps < c.batch_size:
         _fail("total_timesteps",
               f"{c.total_timesteps} is less than one update's batch (num_envs * num_steps = "
-              f"{c.batch_size})", f"use at least {c.batch_size}")
+              f"{c.batch_size})", f"use at least {c.batch_size}, or lower num_envs or num_steps")
     if c.total_timesteps > _INT32_MAX:
         _fail("total_timesteps", f"{c.total_timesteps} exceeds {_INT32_MAX}",
               "split the run, or use fewer steps")
@@ -195,9 +198,24 @@ def _validate(c: PPOConfig) -> None:
     check_env_id(c.env_id)
 
 
+def divisors(n: int) -> list[int]:
+    """All divisors of `n` in increasing order, in O(sqrt(n)) (n may be in the billions)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small) | {n // d for d in small})
+
+
 def _near_divisor(n: int, k: int) -> int:
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    return min(divisors, key=lambda d: (abs(d - k), d))
+    return min(divisors(n), key=lambda d: (abs(d - k), d))
+
+
+# What CleanRL / Stable-Baselines3 / PureJaxRL call some of our keys, for the suggestion.
+_OTHER_NAMES = {
+    "learning_rate": "lr", "LR": "lr", "clip_coef": "clip_eps", "clip_range": "clip_eps",
+    "CLIP_EPS": "clip_eps", "n_steps": "num_steps", "n_epochs": "update_epochs",
+    "n_envs": "num_envs", "env_name": "env_id", "env": "env_id", "anneal_learning_rate": "anneal_lr",
+    "norm_advantage": "norm_adv", "normalize_advantage": "norm_adv", "net_arch": "hidden_sizes",
+    "activation_fn": "activation", "clip_range_vf": "clip_vloss", "batch_size": "num_minibatches",
+}
 
 
 def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfig:
@@ -206,7 +224,8 @@ def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfi
         raise ConfigError(f"{source}: expected a mapping of key: value, got {type(values).__name__}")
     for key in values:
         if key not in FIELDS:
-            close = difflib.get_close_matches(str(key), list(FIELDS), n=1)
+            close = [_OTHER_NAMES[key]] if key in _OTHER_NAMES else difflib.get_close_matches(
+                str(key), list(FIELDS), n=1)
             fix = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(FIELDS)}"
             raise ConfigError(f"{source}: unknown key '{key}'; {fix}")
     return PPOConfig(**values)

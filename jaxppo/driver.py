@@ -19,15 +19,29 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from jaxppo.config import Hparams, PPOConfig
+from jaxppo.config import Hparams, PPOConfig, divisors
+from jaxppo.memory import check_memory
 from jaxppo.train import RunnerState, make_train
 
 
 def pick_chunk(num_updates: int, target_chunks: int = 25) -> int:
     """The divisor of `num_updates` closest to `num_updates / target_chunks`."""
     want = max(1.0, num_updates / target_chunks)
-    divisors = [d for d in range(1, num_updates + 1) if num_updates % d == 0]
-    return min(divisors, key=lambda d: (abs(np.log(d / want)), d))
+    return min(divisors(num_updates), key=lambda d: (abs(np.log(d / want)), d))
+
+
+DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
+                   "(see README: when things go wrong)")
+
+
+def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> tuple[int, int] | None:
+    """`(run, update)` of the earliest update in a chunk whose loss, gradients or params went
+    non-finite (`update` counts from 1, as the CSV does), or None when the chunk is clean."""
+    bad = np.asarray(metrics["nonfinite"]) > 0  # [R, C]
+    if not bad.any():
+        return None
+    j = int(np.argmax(bad.any(axis=0)))
+    return int(np.argmax(bad[:, j])), first_update + j + 1
 
 
 class StopFlag:
@@ -75,12 +89,14 @@ class Driver:
     compile_s: float = field(default=0.0, init=False)
 
     def __post_init__(self):
-        self.train = make_train(self.config)
         if self.chunk_updates is None:
             self.chunk_updates = pick_chunk(self.config.num_updates)
         if self.config.num_updates % self.chunk_updates:
             raise ValueError(f"chunk_updates={self.chunk_updates} must divide num_updates="
                              f"{self.config.num_updates}")
+        # All runs at once, one chunk of metrics: refused here, before any compile.
+        check_memory(self.config, self.num_runs, metrics_updates=self.chunk_updates)
+        self.train = make_train(self.config, memory_check=False)
         hp_axis = None if self.hparams is None else 0
         chunk = self.chunk_updates
         self._init = jax.jit(jax.vmap(self.train.init, in_axes=(0, hp_axis)))

@@ -209,7 +209,7 @@ class RunLogger:
         return None
 
     def close(self, *, compile_s: float, wall_s: float, finished: bool,
-              env_steps_done: int) -> dict:
+              env_steps_done: int, diverged: dict | None = None) -> dict:
         self.progress.close()
         self._queue.put(None)
         self._writer.join()
@@ -233,6 +233,7 @@ class RunLogger:
             "episodes_per_run": [float(x) for x in self.episodes],
             "solved": self.solved,
             "finished": finished,
+            "diverged": diverged,
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         with open(os.path.join(self.run_dir, "summary.json"), "w", encoding="utf-8") as f:

@@ -21,6 +21,7 @@ from jaxppo.config import Hparams, PPOConfig
 from jaxppo.envs import VecEnv
 from jaxppo.gae import compute_gae
 from jaxppo.loss import LossInfo, Minibatch, ppo_loss
+from jaxppo.memory import check_memory
 from jaxppo.networks import ActorCritic, init_params, make_network
 from jaxppo.normalize import NormalizerState, normalizer_init, rms_update
 from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
@@ -28,7 +29,7 @@ from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
 METRIC_NAMES = (
     "episodic_return", "episodic_length", "episodes", "policy_loss", "value_loss", "entropy",
     "approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm",
-    "minibatch_fraction", "env_steps",
+    "minibatch_fraction", "env_steps", "nonfinite",
 )
 
 
@@ -167,20 +168,32 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
         "minibatch_fraction": applied.mean(),
         "env_steps": (ts.step + 1) * config.batch_size,
     }
+    # Divergence: NaN/Inf in the losses, gradients or the new params (the sums propagate any
+    # NaN/Inf of their terms). The host checks this at chunk boundaries and stops the run
+    # before a bad state can reach a checkpoint.
+    losses = sum(metrics[k] for k in ("policy_loss", "value_loss", "entropy", "grad_norm"))
+    finite = jnp.isfinite(losses) & jnp.isfinite(optax.tree.norm(params))
+    metrics["nonfinite"] = 1.0 - finite.astype(jnp.float32)
     new_ts = TrainState(params, opt_state, normalizer, ts.step + 1)
     return RunnerState(new_ts, env_carry, ep_return, ep_length, key), metrics
 
 
-def make_train(config: PPOConfig):
+def make_train(config: PPOConfig, *, memory_check: bool = True):
     """Build `train(key, hparams=None) -> TrainOutput` for `config` (validated already).
 
     `train` is pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
     It also carries `train.init(key, hparams)` and `train.run(runner, hparams, num_updates)`
     for callers that drive the update scan in chunks (live logging, checkpoints).
+
+    With `memory_check`, a config whose single run cannot fit the default device's free memory
+    raises `ConfigError` here, before anything compiles (see `jaxppo.memory`; vmapping many
+    seeds multiplies it: `jaxppo.estimate_memory(config, num_runs)` says by how much).
     """
     if not isinstance(config, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(config).__name__}")
     env = VecEnv(config.env_id, config.num_envs)
+    if memory_check:
+        check_memory(config, 1, env=env)
     network = make_network(config, env)
 
     def _hp(hparams: Hparams | None) -> Hparams:

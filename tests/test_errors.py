@@ -1,0 +1,336 @@
+"""Bad input through the CLI: exit status 2, one line on stderr naming the culprit, no traceback,
+and nothing compiled or written. Plus divergence (status 3) and the memory refusal."""
+
+import glob
+import os
+import subprocess
+import sys
+import time
+
+import jax
+import msgpack
+import numpy as np
+import pytest
+
+from jaxppo import ConfigError, PPOConfig, load_checkpoint, make_train
+from jaxppo.cli import main
+from jaxppo.envs import register_env
+from jaxppo.probes import ProbeState, _Probe
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
+TINY = ["--set", "total_timesteps=1536", "--set", "num_envs=4", "--set", "num_steps=16",
+        "--set", "num_minibatches=2", "--set", "update_epochs=2", "--set", "hidden_sizes=[16, 16]"]
+HUGE = ["--set", "num_envs=1000000000", "--set", "num_steps=1", "--set", "num_minibatches=1",
+        "--set", "total_timesteps=1000000000"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
+
+
+def run_cli(capsys, argv):
+    """(exit status, stderr lines) of `jaxppo *argv`, run in this process."""
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def assert_one_line(code, err, *culprits):
+    assert code == 2, err
+    assert len(err) == 1, err
+    assert "Traceback" not in err[0]
+    for c in culprits:
+        assert c in err[0], (c, err[0])
+
+
+@pytest.fixture
+def yaml_file(tmp_path):
+    def write(text: str) -> str:
+        path = tmp_path / "config.yaml"
+        path.write_text(text)
+        return str(path)
+    return write
+
+
+# (YAML text, culprits the message must name)
+BAD_YAML = {
+    "syntax": ("lr: [1, 2\n", ["YAML error", "line"]),
+    "not a mapping": ("- lr\n- gamma\n", ["expected a mapping", "list"]),
+    "python tag": ("lr: !!python/object/apply:os.system ['touch PWNED']\n", ["YAML error"]),
+    "unknown key": ("learning_rate: 1.0e-3\n", ["learning_rate", "did you mean 'lr'"]),
+    "wrong type": ("num_envs: four\n", ["num_envs", "integer"]),
+    "bool for int": ("num_steps: true\n", ["num_steps"]),
+    "hidden sizes": ("hidden_sizes: [64, 0]\n", ["hidden_sizes", "positive"]),
+    "null": ("gamma: null\n", ["gamma", "must not be null"]),
+    "env id type": ("env_id: 5\n", ["env_id", "string"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_YAML))
+def test_bad_config_files(tmp_path, capsys, yaml_file, monkeypatch, case):
+    text, culprits = BAD_YAML[case]
+    monkeypatch.chdir(tmp_path)
+    code, err = run_cli(capsys, ["train", "--config", yaml_file(text), "--logdir", "runs"])
+    assert_one_line(code, err, *culprits)
+    assert not os.path.exists("PWNED")  # tags never construct objects
+    assert not os.path.exists("runs")  # nothing was written
+
+
+# --set overrides on the shipped default config, and what the message must name
+BAD_SETS = {
+    "zero envs": (["num_envs=0"], ["num_envs", "positive"]),
+    "negative lr": (["lr=-1"], ["lr", "positive"]),
+    "nan lr": (["lr=.nan"], ["lr", "finite"]),
+    "inf clip": (["clip_eps=.inf"], ["clip_eps", "finite"]),
+    "zero clip": (["clip_eps=0"], ["clip_eps", "positive"]),
+    "gamma > 1": (["gamma=1.5"], ["gamma", "[0, 1]"]),
+    "lambda < 0": (["gae_lambda=-0.1"], ["gae_lambda", "[0, 1]"]),
+    "batch split": (["num_minibatches=3"], ["num_minibatches", "divisor of 512"]),
+    "budget": (["total_timesteps=100"], ["total_timesteps", "at least 512"]),
+    "target_kl": (["target_kl=-1"], ["target_kl"]),
+    "activation": (["activation=relu6"], ["activation", "tanh"]),
+    "unknown env": (["env_id=CartPole-v2"], ["env_id", "CartPole-v1"]),
+    "unknown key": (["clip_coef=0.2"], ["clip_coef", "clip_eps"]),
+    "int32 batch": (["num_envs=100000000000"], ["num_envs", "lower num_envs"]),
+    "no '='": (["lr"], ["--set", "KEY=VALUE"]),
+    "bad value": (["lr=[1,"], ["--set lr"]),
+    "memory": ([s for s in HUGE if s != "--set"], ["memory", "GiB", "num_envs"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SETS))
+def test_bad_overrides(tmp_path, capsys, case):
+    sets, culprits = BAD_SETS[case]
+    argv = ["train", "--config", CARTPOLE, "--logdir", str(tmp_path / "runs")]
+    for s in sets:
+        argv += ["--set", s]
+    code, err = run_cli(capsys, argv)
+    assert_one_line(code, err, *culprits)
+    assert not os.path.exists(tmp_path / "runs")
+
+
+BAD_ARGS = {
+    "missing file": (["train", "--config", "nope.yaml"], ["nope.yaml", "configs/"]),
+    "config is a dir": (["train", "--config", "."], ["cannot read config file"]),
+    "no config": (["train"], ["--config is required"]),
+    "seeds 0": (["train", "--config", CARTPOLE, "--seeds", "0"], ["--seeds"]),
+    "seeds text": (["train", "--config", CARTPOLE, "--seeds", "four"], ["--seeds", "four"]),
+    "unknown flag": (["train", "--config", CARTPOLE, "--lr", "1"], ["--lr"]),
+    "unknown command": (["trian"], ["trian", "train"]),
+    "grid no values": (["sweep", "--config", CARTPOLE, "--grid", "lr"], ["--grid", "KEY=V1"]),
+    "grid not float": (["sweep", "--config", CARTPOLE, "--grid", "num_envs=4,8"],
+                       ["--grid num_envs", "lr"]),
+    "grid not numbers": (["sweep", "--config", CARTPOLE, "--grid", "lr=a,b"], ["--grid lr"]),
+    "grid bad setting": (["sweep", "--config", CARTPOLE, "--grid", "gamma=0.9,1.5"], ["gamma"]),
+    "no grid": (["sweep", "--config", CARTPOLE], ["--grid"]),
+    "resume missing": (["train", "--resume", "no/such/run"], ["no checkpoint", "no/such/run"]),
+    "eval missing": (["eval", "no/such/run"], ["no checkpoint"]),
+    "episodes 0": (["eval", "x", "--episodes", "0"], ["--episodes"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ARGS))
+def test_bad_arguments(tmp_path, capsys, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)
+    argv, culprits = BAD_ARGS[case]
+    assert_one_line(*run_cli(capsys, argv), *culprits)
+
+
+def test_logdir_that_is_a_file_or_under_one(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    for logdir, culprit in ((tmp_path / "afile", "is a file"),
+                            (tmp_path / "afile" / "sub", "cannot create run directory")):
+        code, err = run_cli(capsys, ["train", "--config", CARTPOLE, "--logdir", str(logdir)])
+        assert_one_line(code, err, culprit, "--logdir")
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("finished")
+    assert main(["train", "--config", CARTPOLE, *TINY, "--logdir", str(logdir), "--run-name", "run",
+                 "--no-progress"]) == 0
+    return os.path.join(str(logdir), "run")
+
+
+def _damaged_copy(src: str, dst: str, damage: str) -> str:
+    import shutil
+
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "checkpoint", "checkpoint.msgpack")
+    data = open(path, "rb").read()
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "garbage":
+        data = b"not a checkpoint at all"
+    elif damage == "bit flip":
+        i = len(data) - 100
+        data = data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:]
+    elif damage == "empty":
+        data = b""
+    else:  # another env or other network sizes in the header: the payload no longer fits
+        outer = msgpack.unpackb(data, raw=False)
+        outer["header"]["config"].update(damage)
+        data = msgpack.packb(outer, use_bin_type=True)
+    open(path, "wb").write(data)
+    return dst
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "bit flip", "empty",
+                                    {"env_id": "Acrobot-v1"}, {"hidden_sizes": [32, 32]}],
+                         ids=["truncated", "garbage", "bit-flip", "empty", "other-env",
+                              "other-network"])
+def test_bad_checkpoints(tmp_path, capsys, finished_run, damage):
+    run = _damaged_copy(finished_run, str(tmp_path / "run"), damage)
+    for argv in (["train", "--resume", run, "--no-progress"], ["eval", run]):
+        code, err = run_cli(capsys, argv)
+        assert_one_line(code, err, "checkpoint", run)
+        if isinstance(damage, dict):
+            assert "does not match" in err[0]
+        else:
+            assert "corrupt" in err[0]
+
+
+def test_resume_with_a_config_is_refused(capsys, finished_run):
+    code, err = run_cli(capsys, ["train", "--resume", finished_run, "--config", CARTPOLE])
+    assert_one_line(code, err, "--resume", "--config")
+
+
+def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
+    # The in-process runs above cannot see what the interpreter itself would print.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gamma: 2\n")
+    for argv in (["train", "--config", str(bad)], ["train", "--config", CARTPOLE, *HUGE]):
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "jaxppo.cli", *argv], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=120)
+        assert p.returncode == 2, p.stderr
+        err = p.stderr.strip().splitlines()
+        assert len(err) == 1 and "Traceback" not in p.stderr, p.stderr
+        assert p.stdout == ""  # refused before the run header: nothing compiled
+        assert time.perf_counter() - t0 < 60  # generous: process start + imports, no compile
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+def test_memory_refusal_is_immediate_and_names_the_knob():
+    config = PPOConfig(num_envs=2_000_000_000, num_steps=1, num_minibatches=1,
+                       total_timesteps=2_000_000_000)
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="lower num_envs or num_steps"):
+        make_train(config)
+    assert time.perf_counter() - t0 < 5  # well under a second in practice; this only bounds hangs
+
+
+def test_many_seeds_are_refused_by_the_driver_not_one():
+    from jaxppo.driver import Driver
+    from jaxppo.memory import available_memory, estimate_memory
+
+    config = PPOConfig(num_envs=4096, num_steps=256, num_minibatches=4, total_timesteps=4096 * 256)
+    make_train(config)  # one run fits
+    free, _ = available_memory()
+    runs = int(free // estimate_memory(config, 1).total) + 1
+    with pytest.raises(ConfigError, match=f"for {runs} runs.*fewer seeds"):
+        Driver(config, runs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(num_envs=64),
+    dict(num_envs=1024, num_steps=32),
+    dict(env_id="Pendulum-v1", num_envs=256, num_steps=32, hidden_sizes=(256, 256)),
+    dict(num_envs=16, num_minibatches=1, hidden_sizes=(512, 512)),
+])
+def test_estimate_tracks_what_xla_allocates(kwargs):
+    from jaxppo.memory import estimate_memory
+
+    kwargs = {"num_steps": 128, **kwargs}
+    config = PPOConfig(total_timesteps=kwargs["num_envs"] * kwargs["num_steps"] * 4, **kwargs)
+    stats = jax.jit(make_train(config)).lower(jax.random.key(0)).compile().memory_analysis()
+    xla = stats.temp_size_in_bytes + stats.output_size_in_bytes + stats.argument_size_in_bytes
+    assert 0.5 <= xla / estimate_memory(config).total <= 1.25
+
+
+def test_memory_does_not_grow_with_total_timesteps(tiny_config):
+    """The scan's working memory is the same for 6 and 96 updates; only the [U] metrics grow."""
+    import dataclasses
+
+    from jaxppo.train import METRIC_NAMES
+
+    def analysis(updates):
+        config = dataclasses.replace(tiny_config, total_timesteps=tiny_config.batch_size * updates)
+        return jax.jit(make_train(config)).lower(jax.random.key(0)).compile().memory_analysis()
+
+    short, long = analysis(6), analysis(96)
+    assert long.temp_size_in_bytes == short.temp_size_in_bytes
+    grown = long.output_size_in_bytes - short.output_size_in_bytes
+    assert grown == 4 * len(METRIC_NAMES) * (96 - 6)
+
+
+# ---------------------------------------------------------------------------------------------
+# divergence
+class Explode(_Probe):
+    """Reward 0 until step 40 of an episode, then 1e38: returns overflow to inf, the critic's
+    loss goes non-finite. A deterministic way to make a run diverge at a known update."""
+
+    def reset_env(self, key, params):
+        s = ProbeState(obs=jax.numpy.float32(0.0), time=0)
+        return self.get_obs(s), s
+
+    def step_env(self, key, state, action, params):
+        reward = jax.numpy.where(state.time >= 40, 1e38, 0.0)
+        return self._out(state.replace(time=state.time + 1), reward, False)
+
+
+register_env("test/Explode-v0", Explode)
+
+
+def test_nonfinite_metric_marks_the_diverged_updates(tiny_config):
+    import dataclasses
+
+    config = dataclasses.replace(tiny_config, env_id="test/Explode-v0")
+    out = jax.jit(make_train(config))(jax.random.key(0))
+    # 16 steps per update: steps 40+ are first collected in update 3 (index 2).
+    np.testing.assert_array_equal(np.asarray(out.metrics["nonfinite"]), [0, 0, 1, 1, 1, 1])
+
+
+def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    argv = ["train", "--config", CARTPOLE, *TINY, "--set", "env_id=test/Explode-v0", "--seeds", "2",
+            "--logdir", str(tmp_path), "--run-name", "run", "--no-progress", "--checkpoint-every", "1"]
+    capsys.readouterr()
+    assert main(argv) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert "diverged" in err[0] and "update 3 (seed 0)" in err[0] and "lower lr" in err[0]
+    assert "last good checkpoint (update 2)" in err[0]
+    ckpt = load_checkpoint(os.path.join(tmp_path, "run"))
+    assert ckpt.update == 2
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(ckpt.train_state.params))
+    assert not glob.glob(os.path.join(tmp_path, "run", "checkpoint", ".tmp-*"))
+
+
+def test_a_nonfinite_state_is_never_saved(tmp_path, finished_run):
+    from jaxppo.checkpoint import CheckpointError, save_checkpoint
+
+    good = load_checkpoint(finished_run)
+    bad = good.runner_state._replace(train_state=jax.tree.map(
+        lambda x: x * np.nan if np.issubdtype(x.dtype, np.floating) else x,
+        good.runner_state.train_state))
+    with pytest.raises(CheckpointError, match="NaN"):
+        save_checkpoint(finished_run, bad, good.config, good.update + 1, good.num_runs)
+    assert load_checkpoint(finished_run).update == good.update  # the good one is still there
+
+
+def test_a_diverging_sweep_setting_is_flagged_not_fatal(tmp_path, capsys):
+    argv = ["sweep", "--config", CARTPOLE, *TINY, "--grid", "lr=2.5e-4,1e20", "--logdir",
+            str(tmp_path), "--run-name", "sweep", "--no-progress", "--no-tensorboard"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "lr=1e+20" in out and "(diverged: 1/1 seeds)" in out
+    rows = open(os.path.join(tmp_path, "sweep", "sweep.csv")).read().splitlines()
+    assert rows[0].endswith("diverged_seeds")
+    assert {r.split(",")[1]: r.split(",")[-1] for r in rows[1:]} == {"0.00025": "0", "1e+20": "1"}
