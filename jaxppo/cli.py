@@ -3,6 +3,7 @@
     jaxppo train --config configs/cartpole.yaml [--seeds 8] [--set lr=1e-3]
     jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
+    jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
 
 Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM) saves a checkpoint
 at the next chunk boundary and exits with 130 (143 for SIGTERM); `--resume RUN_DIR` continues.
@@ -178,6 +179,9 @@ def cmd_train(args) -> int:
         except CheckpointError as e:
             raise UsageError(str(e)) from None
     t_start = time.perf_counter()
+    names = [f"seed_{i}" for i in range(num_runs)]
+    logger = RunLogger(run_dir, config, num_runs, run_names=names, progress=not args.no_progress,
+                       start_update=start_update, previous=previous)
     driver.compile(keys)
     print(f"compiled in {driver.compile_s:.1f} s ({driver.chunk_updates} updates per chunk)",
           flush=True)
@@ -187,9 +191,6 @@ def cmd_train(args) -> int:
     else:
         runner = driver.init(keys)
 
-    names = [f"seed_{i}" for i in range(num_runs)]
-    logger = RunLogger(run_dir, config, num_runs, run_names=names, progress=not args.no_progress,
-                       start_update=start_update, previous=previous)
     # good: the newest state whose every update was finite; saved: the checkpoint on disk.
     state = {"update": start_update, "stopped": None, "diverged": None,
              "good": None, "saved": start_update if args.resume else None}
@@ -288,12 +289,12 @@ def cmd_sweep(args) -> int:
     print(f"jaxppo sweep: {config.env_id} | {len(settings)} settings x {seeds} seeds = "
           f"{num_runs} agents in one program | run dir {run_dir}", flush=True)
     t0 = time.perf_counter()
-    driver.compile(keys)
-    print(f"compiled in {driver.compile_s:.1f} s", flush=True)
     labels = [",".join(f"{k}={v:g}" for k, v in s.items()) for s in settings]
     names = [f"{i // seeds:03d}_{labels[i // seeds]}_seed{i % seeds}" for i in range(num_runs)]
     logger = RunLogger(run_dir, config, num_runs, run_names=names,
                        progress=not args.no_progress, tensorboard=not args.no_tensorboard)
+    driver.compile(keys)
+    print(f"compiled in {driver.compile_s:.1f} s", flush=True)
     diverged = np.zeros(num_runs, bool)  # a diverged agent does not stop the others
 
     def on_chunk(runner, result):
@@ -365,6 +366,50 @@ def cmd_eval(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# compare
+def cmd_compare(args) -> int:
+    from jaxppo import compare as cmp
+
+    overrides = parse_set(args.set)
+    if args.steps is not None:
+        overrides["total_timesteps"] = args.steps
+    config = load_config(require_config(args), overrides)
+    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    unknown = [s for s in systems if s not in cmp.SYSTEMS]
+    if unknown or not systems:
+        raise UsageError(f"--systems: unknown {unknown or 'empty list'}; choose from "
+                         f"{','.join(cmp.SYSTEMS)}")
+    seeds = args.seeds or 16
+    same, notes = cmp.comparable_config(config)
+    out_dir = args.out or os.path.join(
+        "runs", f"compare__{config.env_id}__{time.strftime('%Y%m%d-%H%M%S')}")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UsageError(f"--out {out_dir!r} is a file; pass a directory")
+    print(f"jaxppo compare: {config.env_id}, {same.env_steps:,} steps, {args.repeats} repeat(s) "
+          f"each, interleaved, one child process per run | out {out_dir}", flush=True)
+    for n in notes:
+        print(f"note: {n}", flush=True)
+    try:
+        rows, notes = cmp.compare(config, repeats=args.repeats, seeds=seeds, systems=systems,
+                                  seed=args.seed, warm_cache=args.warm_cache,
+                                  echo=lambda m: print(m, flush=True))
+    except RuntimeError as e:
+        print(f"jaxppo compare: error: {e}", file=sys.stderr)
+        return 1
+    cmp.add_ratios(rows)
+    from jaxppo.machine import describe
+
+    cache = "warm persistent compilation cache" if args.warm_cache else "cold compile every run"
+    header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {args.repeats} "
+              f"interleaved repeat(s); {describe()}; {cmp.versions()}; jaxppo: {cache}")
+    md = cmp.write_outputs(out_dir, rows, same, notes, header)
+    print()
+    print(md)
+    print(f"wrote {out_dir}/compare.md, compare.csv, compare.png")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (the full usage is one `--help` away)."""
 
@@ -401,6 +446,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
     s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
     s.set_defaults(func=cmd_sweep)
+
+    c = sub.add_parser("compare", help="side by side with Stable-Baselines3 PPO (the compare extra)")
+    c.add_argument("--config", help=f"YAML config, e.g. {EXAMPLE_CONFIG}")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--steps", type=positive_int("--steps"), default=None,
+                   help="total_timesteps per agent (default: the config's)")
+    c.add_argument("--repeats", type=positive_int("--repeats"), default=3,
+                   help="runs per system; SPS and times are medians (default 3)")
+    c.add_argument("--seeds", type=positive_int("--seeds"), default=None,
+                   help="vmapped seeds for the 'jaxppo-seeds' system (default 16)")
+    c.add_argument("--systems", default=",".join(("jaxppo", "jaxppo-seeds", "sb3-dummy",
+                                                   "sb3-subproc")),
+                   help="comma-separated subset of jaxppo,jaxppo-seeds,sb3-dummy,sb3-subproc")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", default=None, help="output directory (default runs/compare__...)")
+    c.add_argument("--warm-cache", action="store_true",
+                   help="let jaxppo use its persistent compilation cache (default: cold compiles)")
+    c.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
+    c.set_defaults(func=cmd_compare)
 
     e = sub.add_parser("eval", help="evaluate a run's checkpoint")
     e.add_argument("run_dir")

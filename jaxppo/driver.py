@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
+from jaxppo._xla import compiler_options
 from jaxppo.config import Hparams, PPOConfig, divisors
 from jaxppo.memory import check_memory
 from jaxppo.train import RunnerState, make_train
@@ -111,8 +112,10 @@ class Driver:
     def compile(self, keys: jax.Array) -> None:
         """Compile (or fetch from the persistent cache) both programs; time it."""
         t0 = time.perf_counter()
-        self._init_c = self._init.lower(keys, self.hparams).compile()
-        self._chunk_c = self._chunk.lower(self.template(keys), self.hparams).compile()
+        opts = compiler_options(jax.default_backend())
+        self._init_c = self._init.lower(keys, self.hparams).compile(compiler_options=opts)
+        self._chunk_c = self._chunk.lower(self.template(keys), self.hparams).compile(
+            compiler_options=opts)
         self.compile_s = time.perf_counter() - t0
 
     def template(self, keys: jax.Array):

@@ -42,9 +42,54 @@ TB_TAGS = {
 }
 
 
+def import_tensorboardx():
+    """Import tensorboardX without torch. Where torch is installed, tensorboardX imports it
+    (~1 s) only to accept torch tensors, which jaxppo never logs; that second would otherwise
+    sit between compiling and the first update of every run."""
+    if "tensorboardX" not in sys.modules and "torch" not in sys.modules:
+        sys.modules["torch"] = None  # `import torch` raises ImportError during this import
+        try:
+            import tensorboardX  # noqa: F401
+        finally:
+            del sys.modules["torch"]
+    import tensorboardX
+
+    return tensorboardX
+
+
 def write_config(run_dir: str, config: PPOConfig) -> None:
     with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
         yaml.safe_dump(config.to_dict(), f, sort_keys=False)
+
+
+class SolveTracker:
+    """The solve rule, fed one update (or one SB3 rollout) at a time, so jaxppo and the PyTorch
+    pipeline in `jaxppo compare` are judged by the same code."""
+
+    def __init__(self, threshold: float | None, num_runs: int):
+        self.threshold = threshold
+        self.history: list[list[tuple[float, float]]] = [[] for _ in range(num_runs)]
+
+    def add(self, mean_returns, counts) -> bool:
+        """Record each run's (mean return, episode count) of one update; True once solved."""
+        window = []
+        for r, hist in enumerate(self.history):
+            if counts[r] > 0:
+                hist.append((float(mean_returns[r]), float(counts[r])))
+            window.append(self._trailing_mean(hist))
+        return (self.threshold is not None and all(w is not None for w in window)
+                and float(np.mean(window)) >= self.threshold)
+
+    @staticmethod
+    def _trailing_mean(history: list[tuple[float, float]]) -> float | None:
+        """Episode-weighted mean return over the last >= SOLVE_WINDOW episodes, or None."""
+        total = count = 0.0
+        for mean, n in reversed(history):
+            total += mean * n
+            count += n
+            if count >= SOLVE_WINDOW:
+                return total / count
+        return None
 
 
 class Progress:
@@ -92,7 +137,7 @@ class RunLogger:
         self.solved = prev.get("solved")
         self.time_offset = float(prev.get("wall_s", 0.0))  # resumed runs keep counting
         self.episodes = np.asarray(prev.get("episodes_per_run", np.zeros(num_runs)), float)
-        self.history: list[list[tuple[float, float]]] = [[] for _ in range(num_runs)]
+        self.tracker = SolveTracker(self.threshold, num_runs)
         self.steps_timed = 0
         self.run_time = 0.0
         self.last_returns = None
@@ -104,8 +149,7 @@ class RunLogger:
             self._csv.writerow(["update", "run", "env_steps", "wall_s", *METRIC_NAMES])
         self.writers = []
         if tensorboard:
-            from tensorboardX import SummaryWriter
-
+            SummaryWriter = import_tensorboardx().SummaryWriter
             for name in run_names:
                 w = SummaryWriter(os.path.join(run_dir, "tb", name))
                 if start_update == 0:
@@ -176,18 +220,9 @@ class RunLogger:
     def _check_solved(self, m, result, first_update) -> None:
         if self.solved is not None or self.threshold is None:
             return
-        R, C = m["episodic_return"].shape
-        j = None
-        for c in range(C):
-            window = []
-            for r in range(R):
-                if m["episodes"][r, c] > 0:  # (mean return, count) of the episodes of update c
-                    self.history[r].append((float(m["episodic_return"][r, c]),
-                                            float(m["episodes"][r, c])))
-                window.append(self._trailing_mean(self.history[r]))
-            if j is None and all(w is not None for w in window) and \
-                    np.mean(window) >= self.threshold:
-                j = c
+        C = m["episodic_return"].shape[1]
+        j = next((c for c in range(C)
+                  if self.tracker.add(m["episodic_return"][:, c], m["episodes"][:, c])), None)
         if j is None:
             return
         # The wall second inside a chunk is interpolated: updates take equal time.
@@ -196,17 +231,6 @@ class RunLogger:
         self.solved = {"env_steps": int(m["env_steps"][0, j]), "update": first_update + j + 1,
                        "episodes": float(np.mean(episodes)), "wall_s": round(float(wall), 3),
                        "threshold": self.threshold}
-
-    @staticmethod
-    def _trailing_mean(history: list[tuple[float, float]]) -> float | None:
-        """Episode-weighted mean return over the last >= SOLVE_WINDOW episodes, or None."""
-        total = count = 0.0
-        for mean, n in reversed(history):
-            total += mean * n
-            count += n
-            if count >= SOLVE_WINDOW:
-                return total / count
-        return None
 
     def close(self, *, compile_s: float, wall_s: float, finished: bool,
               env_steps_done: int, diverged: dict | None = None) -> dict:

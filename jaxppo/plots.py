@@ -42,3 +42,31 @@ def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_compare(path: str, rows: list[dict], title: str) -> None:
+    """`jaxppo compare`: SPS (log scale) and time to solve, one bar per system."""
+    labels = [r["label"] for r in rows]
+    y = np.arange(len(rows))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 0.5 * len(rows) + 2), sharey=True)
+    sps = [r["sps"] for r in rows]
+    a.barh(y, sps, color="tab:blue")
+    a.set_xscale("log")
+    a.set_xlabel("environment steps per second (median, log scale)")
+    for i, v in enumerate(sps):
+        a.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
+    solve = [r["solve_s"] if r["solve_s"] is not None else 0.0 for r in rows]
+    b.barh(y, solve, color="tab:green")
+    b.set_xlabel("wall time to solve, incl. compile/setup (s)")
+    for i, r in enumerate(rows):
+        b.text(solve[i], i, f" {r['solve_s']:.1f} s" if r["solve_s"] is not None else " not solved",
+               va="center", fontsize=8)
+    a.set_yticks(y)
+    a.set_yticklabels(labels, fontsize=8)
+    a.invert_yaxis()
+    for ax in (a, b):
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

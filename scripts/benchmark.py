@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -24,20 +23,13 @@ import jax
 import numpy as np
 
 from jaxppo import PPOConfig, load_config, make_train
+from jaxppo.machine import describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
-    dev = jax.devices()[0]
-    where = dev.device_kind if dev.platform != "cpu" else f"{cpu}, {os.cpu_count()} cores"
-    return f"{where}; JAX {jax.__version__} ({dev.platform})"
+    return describe()
 
 
 def timed(fn, *args, repeats: int):

@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import glob
 import os
-import platform
 import re
 import time
 
@@ -22,6 +21,7 @@ import jax
 import numpy as np
 
 from jaxppo import load_config, make_train
+from jaxppo.machine import describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,8 +41,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=float, default=None)
     p.add_argument("--out", default=None, help="also append the table to this file")
     args = p.parse_args()
-    rows = [f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-            f"JAX {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds each.",
+    rows = [f"Machine: {describe()}; {args.seeds} seeds each.",
             "", "| config | env | steps | final return (mean ± std) | reference | wall s |",
             "|---|---|---|---|---|---|"]
     print("\n".join(rows), flush=True)

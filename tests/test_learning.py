@@ -1,4 +1,4 @@
-"""Learning tests: the default config must solve CartPole-v1 within its budget."""
+"""Learning tests: the CartPole configs must solve CartPole-v1 within their budgets."""
 
 import os
 
@@ -12,8 +12,9 @@ ROOT = os.path.dirname(os.path.dirname(__file__))
 
 
 @pytest.mark.slow
-def test_cartpole_default_config_solves():
-    cfg = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"))
+@pytest.mark.parametrize("name", ["cartpole.yaml", "cartpole_fast.yaml"])
+def test_cartpole_configs_solve(name):
+    cfg = load_config(os.path.join(ROOT, "configs", name))
     out = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.key(0), 4))
     final = np.asarray(out.metrics["episodic_return"][:, -1])
     assert final.mean() >= 475, f"final returns per seed: {final}"
