@@ -13,6 +13,7 @@ from jaxppo.checkpoint import Checkpoint, CheckpointError, load_checkpoint  # no
 from jaxppo.config import ConfigError, Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.gae import compute_gae  # noqa: E402
 from jaxppo.memory import MemoryEstimate, estimate_memory  # noqa: E402
+from jaxppo.sharding import ShardedTrain, make_mesh, make_sharded_train  # noqa: E402
 from jaxppo.train import TrainOutput, TrainState, make_train  # noqa: E402
 
 __all__ = [
@@ -22,12 +23,15 @@ __all__ = [
     "Hparams",
     "MemoryEstimate",
     "PPOConfig",
+    "ShardedTrain",
     "TrainOutput",
     "TrainState",
     "compute_gae",
     "estimate_memory",
     "load_checkpoint",
     "load_config",
+    "make_mesh",
+    "make_sharded_train",
     "make_train",
 ]
 __version__ = "0.1.0"

@@ -36,9 +36,14 @@ def _is_key(x) -> bool:
     return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
+def keys_as_data(tree):
+    """Typed PRNG keys become their raw uint32 data (still on device, still sharded)."""
+    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+
+
 def _to_host(tree):
     """Typed PRNG keys become their raw uint32 data; everything becomes NumPy."""
-    return jax.tree.map(lambda x: np.asarray(jax.random.key_data(x) if _is_key(x) else x), tree)
+    return jax.tree.map(np.asarray, keys_as_data(tree))
 
 
 def checkpoint_path(path: str | os.PathLike) -> str:

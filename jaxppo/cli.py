@@ -105,6 +105,35 @@ def setup_compilation_cache(enabled: bool) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+def jax_process_count() -> int:
+    import jax
+
+    return jax.process_count()
+
+
+def setup_devices(args):
+    """Join a multi-process run if asked (or if SLURM / Open MPI launched several tasks), then
+    build the device mesh for `--devices`; None means one device, no sharding."""
+    from jaxppo.sharding import init_distributed, make_mesh
+
+    explicit = [args.coordinator_address, args.num_processes, args.process_id]
+    if any(v is not None for v in explicit):
+        if any(v is None for v in explicit):
+            raise UsageError("multi-process runs need all of --coordinator-address HOST:PORT, "
+                             "--num-processes P and --process-id I (or none, under SLURM / Open "
+                             "MPI)")
+        init_distributed(*explicit)
+    elif int(os.environ.get("SLURM_NTASKS", "1")) > 1 or \
+            int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        init_distributed()  # JAX reads the cluster's own variables
+    multi = jax_process_count() > 1
+    if args.devices is None and not multi:
+        if args.shard != "seeds":
+            raise UsageError("--shard needs --devices N|all")
+        return None
+    return make_mesh(args.devices or "all")
+
+
 def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) -> str:
     if os.path.exists(logdir) and not os.path.isdir(logdir):
         raise UsageError(f"--logdir {logdir!r} is a file; pass a directory")
@@ -135,11 +164,21 @@ def _fmt_solved(env_id: str, solved: dict | None) -> str | None:
 
 def cmd_train(args) -> int:
 
-    from jaxppo.checkpoint import CheckpointError, read_checkpoint, restore_into, save_checkpoint
+    mesh = setup_devices(args)  # before any JAX computation
+    from jaxppo.checkpoint import (
+        CheckpointError,
+        keys_as_data,
+        read_checkpoint,
+        restore_into,
+        save_checkpoint,
+    )
     from jaxppo.driver import DIVERGENCE_HINT, Driver, StopFlag, find_nonfinite
-    from jaxppo.logger import RunLogger, read_metrics_csv, write_config
+    from jaxppo.logger import NullLogger, RunLogger, read_metrics_csv, write_config
     from jaxppo.plots import plot_curve
+    from jaxppo.sharding import agree, gather, is_main_process
 
+    main = is_main_process()  # only process 0 writes files and prints
+    say = print if main else (lambda *a, **k: None)
     previous = None
     if args.resume:
         if args.set or args.seeds is not None or args.config:
@@ -164,14 +203,20 @@ def cmd_train(args) -> int:
         seed = args.seed
         start_update = 0
 
-    driver = Driver(config, num_runs)  # refuses a config that cannot fit, before any file
+    # Refuses a config that cannot fit, before any file is written.
+    driver = Driver(config, num_runs, mesh=mesh, shard=args.shard)
     if not args.resume:
-        run_dir = make_run_dir(args.logdir, args.run_name, config, num_runs)
-        write_config(run_dir, config)
+        if main:
+            run_dir = make_run_dir(args.logdir, args.run_name, config, num_runs)
+            write_config(run_dir, config)
+        else:
+            run_dir = os.path.join(args.logdir, args.run_name or "(process 0's run dir)")
     keys = driver.keys(seed)
-    print(f"jaxppo: {config.env_id} | {num_runs} seed(s) | {config.env_steps:,} steps "
-          f"({config.num_updates} updates of {config.batch_size}) | run dir {run_dir}",
-          flush=True)
+    where = "" if mesh is None else (f" | {args.shard} sharded over {mesh.size} devices"
+                                     f" ({jax_process_count()} process(es))")
+    say(f"jaxppo: {config.env_id} | {num_runs} seed(s) | {config.env_steps:,} steps "
+        f"({config.num_updates} updates of {config.batch_size}){where} | run dir {run_dir}",
+        flush=True)
     restored = None
     if args.resume:  # check the checkpoint against the config's shapes before compiling
         try:
@@ -181,13 +226,13 @@ def cmd_train(args) -> int:
     t_start = time.perf_counter()
     names = [f"seed_{i}" for i in range(num_runs)]
     logger = RunLogger(run_dir, config, num_runs, run_names=names, progress=not args.no_progress,
-                       start_update=start_update, previous=previous)
+                       start_update=start_update, previous=previous) if main else NullLogger()
     driver.compile(keys)
-    print(f"compiled in {driver.compile_s:.1f} s ({driver.chunk_updates} updates per chunk)",
-          flush=True)
+    say(f"compiled in {driver.compile_s:.1f} s ({driver.chunk_updates} updates per chunk)",
+        flush=True)
     if restored is not None:
-        runner = restored
-        print(f"resuming at update {start_update}/{config.num_updates}", flush=True)
+        runner = driver.place(restored)
+        say(f"resuming at update {start_update}/{config.num_updates}", flush=True)
     else:
         runner = driver.init(keys)
 
@@ -197,7 +242,9 @@ def cmd_train(args) -> int:
     every = args.checkpoint_every
 
     def save(runner, update):
-        save_checkpoint(run_dir, runner, config, update, num_runs, extra={"seed": seed})
+        host = gather(keys_as_data(runner))  # a collective: every process calls save
+        if main:
+            save_checkpoint(run_dir, host, config, update, num_runs, extra={"seed": seed})
         state["saved"] = update
 
     with StopFlag() as stop:
@@ -210,8 +257,9 @@ def cmd_train(args) -> int:
                 state["diverged"] = bad
                 return False
             state["good"] = (runner, result.update)
-            if stop.signum is not None:
-                state["stopped"] = stop.signum
+            signum = agree(stop.signum)  # process 0 decides, so every process stops together
+            if signum is not None:
+                state["stopped"] = signum
                 save(runner, result.update)
                 return False
             if every and result.update // every > prev // every:
@@ -231,6 +279,9 @@ def cmd_train(args) -> int:
         compile_s=driver.compile_s, wall_s=wall, finished=finished,
         env_steps_done=state["update"] * config.batch_size,
         diverged=None if diverged is None else {"run": diverged[0], "update": diverged[1]})
+    if not main:
+        return 3 if diverged is not None else (
+            128 + state["stopped"] if state["stopped"] is not None else 0)
     metrics = read_metrics_csv(run_dir)
     from jaxppo.envs import SOLVE_THRESHOLDS
 
@@ -261,6 +312,10 @@ def cmd_train(args) -> int:
 # --------------------------------------------------------------------------------------------
 # sweep
 def cmd_sweep(args) -> int:
+    mesh = setup_devices(args)  # before any JAX computation
+    if jax_process_count() > 1:
+        raise UsageError("sweep runs in one process (use --devices to shard it over this "
+                         "host's devices); multi-process runs are `jaxppo train`")
     import numpy as np
 
     from jaxppo.driver import Driver
@@ -277,7 +332,7 @@ def cmd_sweep(args) -> int:
                for s in settings for _ in range(seeds)]
     hparams = Hparams.stack(hp_list)
     num_runs = len(hp_list)
-    driver = Driver(config, num_runs, hparams=hparams)
+    driver = Driver(config, num_runs, hparams=hparams, mesh=mesh, shard=args.shard)
     run_dir = make_run_dir(args.logdir, args.run_name, config, num_runs)
     from jaxppo.logger import write_config
 
@@ -285,7 +340,8 @@ def cmd_sweep(args) -> int:
     import jax
 
     # The same seeds for every setting (common random numbers make the ranking fairer).
-    keys = jax.numpy.tile(jax.random.split(jax.random.key(args.seed), seeds), len(settings))
+    keys = driver.place_keys(
+        jax.numpy.tile(jax.random.split(jax.random.key(args.seed), seeds), len(settings)))
     print(f"jaxppo sweep: {config.env_id} | {len(settings)} settings x {seeds} seeds = "
           f"{num_runs} agents in one program | run dir {run_dir}", flush=True)
     t0 = time.perf_counter()
@@ -434,8 +490,20 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-cache", action="store_true",
                         help="skip JAX's persistent compilation cache")
 
+    def devices(sp):
+        g = sp.add_argument_group("devices and hosts (jax.sharding, jax.distributed)")
+        g.add_argument("--devices", default=None, metavar="N|all",
+                       help="shard over this many devices (default: one device, no sharding)")
+        g.add_argument("--shard", choices=("seeds", "envs"), default="seeds",
+                       help="split the seeds over devices, or each seed's envs (one agent)")
+        g.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
+                       help="process 0's address, for jax.distributed.initialize")
+        g.add_argument("--num-processes", type=positive_int("--num-processes"), default=None)
+        g.add_argument("--process-id", type=int, default=None)
+
     t = sub.add_parser("train", help="train one config (N seeds at once)")
     common(t)
+    devices(t)
     t.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
                    metavar="UPDATES", help="save a checkpoint every this many updates")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
@@ -443,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
     common(s)
+    devices(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
     s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
     s.set_defaults(func=cmd_sweep)

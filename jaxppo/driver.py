@@ -15,6 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from jaxppo._xla import compiler_options
 from jaxppo.config import Hparams, PPOConfig, divisors
 from jaxppo.memory import check_memory
+from jaxppo.sharding import gather
 from jaxppo.train import RunnerState, make_train
 
 
@@ -81,12 +83,18 @@ class ChunkResult:
 
 @dataclass
 class Driver:
-    """Compiles `init` and one chunk for `num_runs` runs and steps through the run."""
+    """Compiles `init` and one chunk for `num_runs` runs and steps through the run.
+
+    With a `mesh`, the same two programs run sharded over its devices (`sharding.py`): the
+    runs split over devices (`shard="seeds"`) or each run's envs do (`shard="envs"`).
+    """
 
     config: PPOConfig
     num_runs: int
     hparams: Hparams | None = None  # leaves [R] for a sweep; None = the config's values
     chunk_updates: int | None = None
+    mesh: Any = None  # a jax.sharding.Mesh, or None for the default device
+    shard: str = "seeds"
     compile_s: float = field(default=0.0, init=False)
 
     def __post_init__(self):
@@ -95,11 +103,29 @@ class Driver:
         if self.config.num_updates % self.chunk_updates:
             raise ValueError(f"chunk_updates={self.chunk_updates} must divide num_updates="
                              f"{self.config.num_updates}")
-        # All runs at once, one chunk of metrics: refused here, before any compile.
-        check_memory(self.config, self.num_runs, metrics_updates=self.chunk_updates)
-        self.train = make_train(self.config, memory_check=False)
         hp_axis = None if self.hparams is None else 0
         chunk = self.chunk_updates
+        if self.mesh is not None:
+            from jaxppo.sharding import ShardedTrain
+
+            self.sharded = ShardedTrain(self.config, self.mesh, self.shard)
+            if self.shard == "seeds":
+                self.sharded.check_runs(self.num_runs)
+            # What one device holds: its runs (seeds), or its share of every run (envs).
+            per_device = self.num_runs // self.mesh.size if self.shard == "seeds" else self.num_runs
+            check_memory(self.sharded.local, per_device, metrics_updates=chunk)
+            self.train = self.sharded.train
+            # One program at a time where XLA:CPU's collectives can deadlock (see
+            # ShardedTrain.serial); GPUs order collectives on streams and keep the pipeline.
+            self.pipelined = not self.sharded.serial
+            self._init = self.sharded.init_fn(self.num_runs, hp_axis)
+            self._chunk = self.sharded.run_fn(self.num_runs, hp_axis, chunk)
+            return
+        self.sharded = None
+        self.pipelined = True
+        # All runs at once, one chunk of metrics: refused here, before any compile.
+        check_memory(self.config, self.num_runs, metrics_updates=chunk)
+        self.train = make_train(self.config, memory_check=False)
         self._init = jax.jit(jax.vmap(self.train.init, in_axes=(0, hp_axis)))
         # No buffer donation: while chunk k+1 runs, chunk k's state must stay valid for its
         # checkpoint (the runner state is small: params, optimizer, env state).
@@ -107,23 +133,46 @@ class Driver:
             jax.vmap(lambda r, hp: self.train.run(r, hp, chunk), in_axes=(0, hp_axis)))
 
     def keys(self, seed: int) -> jax.Array:
-        return jax.random.split(jax.random.key(seed), self.num_runs)
+        """One key per run, placed on the mesh when there is one (the same on every process)."""
+        return self.place_keys(jax.random.split(jax.random.key(seed), self.num_runs))
+
+    def place_keys(self, keys: jax.Array) -> jax.Array:
+        """Put the run keys (and the sweep's hparams) where the sharded programs take them."""
+        if self.sharded is not None:
+            keys, self.hparams = self.sharded.place(keys, self.hparams)
+        return keys
+
+    def _init_args(self, keys: jax.Array) -> tuple:
+        if self.sharded is None:
+            return keys, self.hparams
+        if getattr(self, "_params_for", None) is not keys:  # computed once per set of keys
+            self._params, self._params_for = self.sharded.initial_params(keys), keys
+        return keys, self.hparams, self._params
 
     def compile(self, keys: jax.Array) -> None:
         """Compile (or fetch from the persistent cache) both programs; time it."""
         t0 = time.perf_counter()
         opts = compiler_options(jax.default_backend())
-        self._init_c = self._init.lower(keys, self.hparams).compile(compiler_options=opts)
+        self._init_c = self._init.lower(*self._init_args(keys)).compile(compiler_options=opts)
         self._chunk_c = self._chunk.lower(self.template(keys), self.hparams).compile(
             compiler_options=opts)
         self.compile_s = time.perf_counter() - t0
 
     def template(self, keys: jax.Array):
         """Shapes and dtypes of the runner state (what a checkpoint must match)."""
-        return jax.eval_shape(self._init, keys, self.hparams)
+        return jax.eval_shape(self._init, *self._init_args(keys))
+
+    def place(self, runner: RunnerState) -> RunnerState:
+        """Put a restored (host) runner state where the compiled chunk expects it."""
+        if self.sharded is None:
+            return runner
+        from jaxppo.sharding import put_global
+
+        return put_global(runner, self._chunk_c.input_shardings[0][0])
 
     def init(self, keys: jax.Array) -> RunnerState:
-        return self._init_c(keys, self.hparams)
+        runner = self._init_c(*self._init_args(keys))
+        return runner if self.pipelined else jax.block_until_ready(runner)
 
     def run(self, runner: RunnerState, start_update: int,
             on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float) -> RunnerState:
@@ -140,11 +189,13 @@ class Driver:
             nxt = None
             if update < self.config.num_updates:
                 r_next, m_next = self._chunk_c(runner, self.hparams)
+                if not self.pipelined:
+                    jax.block_until_ready((r_next, m_next))
                 update += self.chunk_updates
                 nxt = (r_next, m_next, update)
             if inflight is not None:
                 r_done, m_done, u_done = inflight
-                metrics = jax.device_get(m_done)  # waits for that chunk only
+                metrics = gather(m_done)  # waits for that chunk only
                 now = time.perf_counter()
                 result = ChunkResult(u_done, metrics, now - t_start, now - last)
                 last = now

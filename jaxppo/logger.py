@@ -265,6 +265,16 @@ class RunLogger:
         return summary
 
 
+class NullLogger:
+    """What processes other than 0 log in a multi-process run: nothing."""
+
+    def log_chunk(self, result) -> None:
+        pass
+
+    def close(self, **kwargs) -> dict:
+        return {}
+
+
 def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
     """metrics.csv back as arrays [R, U] per column."""
     with open(os.path.join(run_dir, "metrics.csv"), encoding="utf-8") as f:

@@ -11,6 +11,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxppo.collectives import mean_var
+
 
 class Minibatch(NamedTuple):
     """Rollout data for one minibatch; `logp_old` and `values_old` were stored at rollout time."""
@@ -65,15 +67,23 @@ def value_loss(
     return 0.5 * jnp.mean(jnp.maximum(unclipped, (v_clipped - returns) ** 2))
 
 
-def normalize_advantages(advantages: jax.Array) -> jax.Array:
-    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+def normalize_advantages(advantages: jax.Array, axis_name: str | None = None) -> jax.Array:
+    """Zero mean, unit std over the minibatch (over every device's share of it, if sharded)."""
+    mean, var = mean_var(advantages, axis_name)
+    return (advantages - mean) / (jnp.sqrt(var) + 1e-8)
 
 
-def ppo_loss(params, network, batch: Minibatch, hp, *, clip_vloss: bool, norm_adv: bool):
-    """Total loss `policy + vf_coef * value - ent_coef * entropy` for one minibatch."""
+def ppo_loss(params, network, batch: Minibatch, hp, *, clip_vloss: bool, norm_adv: bool,
+             axis_name: str | None = None):
+    """Total loss `policy + vf_coef * value - ent_coef * entropy` for one minibatch.
+
+    Sharded over devices (`axis_name`), this is the loss of this device's share of the
+    minibatch; advantages are normalized over the whole minibatch, and the caller averages
+    the gradients, which equals the gradient of the whole minibatch's loss."""
     dist, values = network.apply(params, batch.obs)
     logp = dist.log_prob(batch.actions)
-    advantages = normalize_advantages(batch.advantages) if norm_adv else batch.advantages
+    advantages = (normalize_advantages(batch.advantages, axis_name) if norm_adv
+                  else batch.advantages)
     pg_loss, approx_kl, clipfrac = clipped_policy_loss(logp, batch.logp_old, advantages,
                                                        hp.clip_eps)
     v_loss = value_loss(values, batch.values_old, batch.returns, hp.clip_eps, clip_vloss)

@@ -11,6 +11,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxppo.collectives import axis_size, mean_var
+
 
 class RunningMeanStd(NamedTuple):
     mean: jax.Array
@@ -24,11 +26,14 @@ def rms_init(shape: tuple[int, ...]) -> RunningMeanStd:
                           jnp.float32(1e-4))
 
 
-def rms_update(rms: RunningMeanStd, batch: jax.Array) -> RunningMeanStd:
-    """Merge a batch `[N, *shape]` into the statistics (Chan et al.'s parallel update)."""
-    b_mean = batch.mean(axis=0)
-    b_var = batch.var(axis=0)
-    b_count = jnp.float32(batch.shape[0])
+def rms_update(rms: RunningMeanStd, batch: jax.Array, axis_name: str | None = None
+               ) -> RunningMeanStd:
+    """Merge a batch `[N, *shape]` into the statistics (Chan et al.'s parallel update).
+
+    With `axis_name`, the batch is this device's share of one agent's envs: the statistics
+    are merged over all devices, so every device keeps the same normalizer."""
+    b_mean, b_var = mean_var(batch, axis_name, axis=0)
+    b_count = jnp.float32(batch.shape[0] * axis_size(axis_name))
     delta = b_mean - rms.mean
     total = rms.count + b_count
     mean = rms.mean + delta * b_count / total

@@ -22,6 +22,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxppo.collectives import fold_device
 from jaxppo.envs import EnvState, StepRandomness, VecEnv
 from jaxppo.networks import draw_action_noise
 from jaxppo.normalize import NormalizerState, rms_normalize, rms_update
@@ -59,6 +60,7 @@ class RolloutSettings(NamedTuple):
     num_steps: int
     normalize_obs: bool
     normalize_reward: bool
+    axis_name: str | None = None  # set when one agent's envs are split over devices
 
 
 class _StepCarry(NamedTuple):
@@ -88,12 +90,12 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
 
     norm = carry.norm
     if settings.normalize_obs:
-        norm = norm._replace(obs=rms_update(norm.obs, step.obs))
+        norm = norm._replace(obs=rms_update(norm.obs, step.obs, settings.axis_name))
     reward = step.reward
     disc = carry.env.discounted_return
     if settings.normalize_reward:
         disc = disc * gamma + step.reward
-        norm = norm._replace(ret=rms_update(norm.ret, disc))
+        norm = norm._replace(ret=rms_update(norm.ret, disc, settings.axis_name))
         reward = jnp.clip(step.reward / jnp.sqrt(norm.ret.var + 1e-8), -10.0, 10.0)
         disc = jnp.where(step.done, 0.0, disc)
 
@@ -112,7 +114,7 @@ def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, 
             env: VecEnv, network, gamma, settings: RolloutSettings):
     """Run T steps. Returns `(env_carry, norm, transitions [T, N], next_values [T, N], stats)`."""
     T, n = settings.num_steps, env.num_envs
-    noise_key, env_key = jax.random.split(key)
+    noise_key, env_key = jax.random.split(fold_device(key, settings.axis_name))
     action_noise = draw_action_noise(noise_key, env.discrete, (T, n, env.action_dim))
     env_rand = env.draw_randomness(env_key, T)
     zero = jnp.float32(0.0)

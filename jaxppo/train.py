@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxppo.collectives import axis_size, fold_device, mean_var, pmean, psum
 from jaxppo.config import Hparams, PPOConfig
 from jaxppo.envs import VecEnv
 from jaxppo.gae import compute_gae
@@ -73,27 +74,34 @@ def learning_rate(hp: Hparams, config: PPOConfig, step: jax.Array) -> jax.Array:
 
 
 def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
-                network: ActorCritic) -> RunnerState:
+                network: ActorCritic, axis_name: str | None = None, params=None) -> RunnerState:
+    """The state before the first update. `params` may be passed in, initialized already from
+    the same `key` (`train.init_params`): the sharded paths do that outside their mesh."""
     net_key, env_key, run_key = jax.random.split(key, 3)
-    params = init_params(network, net_key, env.obs_shape)
+    if params is None:
+        params = init_params(network, net_key, env.obs_shape)
     opt_state = make_optimizer(hp, config).init(params)
-    obs, env_state = env.reset(env_key)
+    obs, env_state = env.reset(fold_device(env_key, axis_name))
     normalizer = normalizer_init(env.obs_shape)
     if config.normalize_obs:
-        normalizer = normalizer._replace(obs=rms_update(normalizer.obs, obs))
+        normalizer = normalizer._replace(obs=rms_update(normalizer.obs, obs, axis_name))
     train_state = TrainState(params, opt_state, normalizer, jnp.int32(0))
     env_carry = EnvCarry(env_state, obs, jnp.zeros((env.num_envs,), jnp.float32))
     return RunnerState(train_state, env_carry, jnp.float32(0.0), jnp.float32(0.0), run_key)
 
 
 def _minibatch_step(carry, idx, *, batch: Minibatch, hp: Hparams, lr, tx, network,
-                    config: PPOConfig):
-    """One clipped update on the minibatch `batch[idx]`, skipped once the KL stop has fired."""
+                    config: PPOConfig, axis_name: str | None = None):
+    """One clipped update on the minibatch `batch[idx]`, skipped once the KL stop has fired.
+
+    Sharded over devices, every device holds its share of the minibatch; gradients and loss
+    statistics are averaged, so every device applies the same update (one agent)."""
     params, opt_state, stopped = carry
     mb = jax.tree.map(lambda x: jnp.take(x, idx, axis=0), batch)
     grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
     (_, info), grads = grad_fn(params, network, mb, hp, clip_vloss=config.clip_vloss,
-                               norm_adv=config.norm_adv)
+                               norm_adv=config.norm_adv, axis_name=axis_name)
+    grads, info = pmean((grads, info), axis_name)
     grad_norm = optax.tree.norm(grads)
     updates, new_opt_state = tx.update(grads, opt_state, params)
     new_params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
@@ -122,14 +130,19 @@ def epoch_permutations(key: jax.Array, config: PPOConfig) -> jax.Array:
 
 
 def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, env: VecEnv,
-                network: ActorCritic):
-    """One PPO update: rollout, GAE, then `update_epochs` shuffled passes of minibatches."""
+                network: ActorCritic, axis_name: str | None = None):
+    """One PPO update: rollout, GAE, then `update_epochs` shuffled passes of minibatches.
+
+    With `axis_name`, `config` is one device's share of an agent whose envs are split over
+    devices (see `sharding.py`); everything that must agree across devices is reduced."""
     ts = runner.train_state
     key, rollout_key, epoch_key = jax.random.split(runner.key, 3)
-    settings = RolloutSettings(config.num_steps, config.normalize_obs, config.normalize_reward)
+    settings = RolloutSettings(config.num_steps, config.normalize_obs, config.normalize_reward,
+                               axis_name)
     env_carry, normalizer, traj, next_values, stats = rollout(
         rollout_key, runner.env, ts.normalizer, ts.params, env=env, network=network,
         gamma=hp.gamma, settings=settings)
+    stats = psum(stats, axis_name)
 
     advantages, returns = compute_gae(traj.reward, traj.value, next_values, traj.terminated,
                                       traj.done, hp.gamma, hp.gae_lambda)
@@ -142,10 +155,11 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
     lr = learning_rate(hp, config, ts.step)
     tx = make_optimizer(hp, config)
     minibatch_step = functools.partial(_minibatch_step, hp=hp, lr=lr, tx=tx, network=network,
-                                       config=config)
+                                       config=config, axis_name=axis_name)
     epoch = functools.partial(_epoch, batch=batch, minibatch_step=minibatch_step, config=config)
+    perms = epoch_permutations(fold_device(epoch_key, axis_name), config)
     (params, opt_state, _), (info, grad_norms, applied) = jax.lax.scan(
-        epoch, (ts.params, ts.opt_state, jnp.bool_(False)), epoch_permutations(epoch_key, config))
+        epoch, (ts.params, ts.opt_state, jnp.bool_(False)), perms)
 
     n_applied = jnp.maximum(applied.sum(), 1.0)
     mean_applied = lambda x: jnp.sum(x * applied) / n_applied  # noqa: E731
@@ -154,19 +168,19 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
                           runner.last_return)
     ep_length = jnp.where(ended, stats.length_sum / jnp.maximum(stats.count, 1.0),
                           runner.last_length)
-    var_returns = jnp.var(returns)
+    _, var_returns = mean_var(returns, axis_name)
+    _, var_residual = mean_var(returns - traj.value, axis_name)
     metrics = {
         "episodic_return": ep_return,
         "episodic_length": ep_length,
         "episodes": stats.count,
         **{name: mean_applied(getattr(info, name)) for name in LossInfo._fields
            if name != "total_loss"},
-        "explained_variance": jnp.where(
-            var_returns > 0, 1.0 - jnp.var(returns - traj.value) / var_returns, 0.0),
+        "explained_variance": jnp.where(var_returns > 0, 1.0 - var_residual / var_returns, 0.0),
         "learning_rate": lr,
         "grad_norm": mean_applied(grad_norms),
         "minibatch_fraction": applied.mean(),
-        "env_steps": (ts.step + 1) * config.batch_size,
+        "env_steps": (ts.step + 1) * config.batch_size * axis_size(axis_name),
     }
     # Divergence: NaN/Inf in the losses, gradients or the new params (the sums propagate any
     # NaN/Inf of their terms). The host checks this at chunk boundaries and stops the run
@@ -178,7 +192,7 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
     return RunnerState(new_ts, env_carry, ep_return, ep_length, key), metrics
 
 
-def make_train(config: PPOConfig, *, memory_check: bool = True):
+def make_train(config: PPOConfig, *, memory_check: bool = True, axis_name: str | None = None):
     """Build `train(key, hparams=None) -> TrainOutput` for `config` (validated already).
 
     `train` is pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
@@ -188,6 +202,9 @@ def make_train(config: PPOConfig, *, memory_check: bool = True):
     With `memory_check`, a config whose single run cannot fit the default device's free memory
     raises `ConfigError` here, before anything compiles (see `jaxppo.memory`; vmapping many
     seeds multiplies it: `jaxppo.estimate_memory(config, num_runs)` says by how much).
+
+    `axis_name` is for `make_sharded_train(..., shard="envs")`: `config` is then one device's
+    share of the agent, and `train` must run inside a `shard_map` over that mesh axis.
     """
     if not isinstance(config, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(config).__name__}")
@@ -199,13 +216,18 @@ def make_train(config: PPOConfig, *, memory_check: bool = True):
     def _hp(hparams: Hparams | None) -> Hparams:
         return Hparams.from_config(config) if hparams is None else hparams
 
-    def init(key: jax.Array, hparams: Hparams | None = None) -> RunnerState:
-        return init_runner(key, _hp(hparams), config=config, env=env, network=network)
+    def init(key: jax.Array, hparams: Hparams | None = None, params=None) -> RunnerState:
+        return init_runner(key, _hp(hparams), config=config, env=env, network=network,
+                           axis_name=axis_name, params=params)
+
+    def initial_params(key: jax.Array):
+        """The network parameters `init(key)` starts from (orthogonal init)."""
+        return init_params(network, jax.random.split(key, 3)[0], env.obs_shape)
 
     def run(runner: RunnerState, hparams: Hparams | None = None,
             num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:
         step = functools.partial(update_step, hp=_hp(hparams), config=config, env=env,
-                                 network=network)
+                                 network=network, axis_name=axis_name)
         length = config.num_updates if num_updates is None else num_updates
         return jax.lax.scan(step, runner, None, length=length)
 
@@ -214,8 +236,10 @@ def make_train(config: PPOConfig, *, memory_check: bool = True):
         return TrainOutput(runner.train_state, metrics, runner)
 
     train.init = init
+    train.initial_params = initial_params
     train.run = run
     train.config = config
     train.env = env
     train.network = network
+    train.axis_name = axis_name
     return train

@@ -1,0 +1,97 @@
+"""Checks that need several devices, run by tests/test_sharding.py in a child process with
+XLA_FLAGS=--xla_force_host_platform_device_count=4 (the device count is fixed when JAX starts,
+so they cannot share the main test process). `python tests/sharded_checks.py NAME`."""
+
+import dataclasses
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=4")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from jaxppo import Hparams, PPOConfig, load_config, make_train  # noqa: E402
+from jaxppo.sharding import AXIS, make_mesh, make_sharded_train  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = PPOConfig(total_timesteps=4 * 16 * 6, num_envs=4, num_steps=16, num_minibatches=2,
+                 update_epochs=2, hidden_sizes=(16, 16))
+
+
+def close(a, b):
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(np.asarray(x), np.asarray(y),
+                                                         rtol=1e-5, atol=1e-6), a, b)
+
+
+def check_seeds():
+    """Seeds (and a sweep's settings) split over 4 devices equal the single-device vmap."""
+    assert len(jax.devices()) == 4
+    keys = jax.random.split(jax.random.key(0), 8)
+    ref = jax.jit(jax.vmap(make_train(TINY)))(keys)
+    out = make_sharded_train(TINY, make_mesh(4), "seeds")(keys)
+    assert out.train_state.params["params"]["actor"]["Dense_0"]["kernel"].sharding.spec == P(AXIS)
+    close(ref.train_state.params, out.train_state.params)
+    close(ref.metrics, out.metrics)
+
+    hp = Hparams.stack([dataclasses.replace(TINY, lr=lr) for lr in (1e-4, 3e-4, 1e-3, 3e-3)])
+    ref = jax.jit(jax.vmap(make_train(TINY)))(keys[:4], hp)
+    out = make_sharded_train(TINY, make_mesh(4), "seeds")(keys[:4], hp)
+    close(ref.train_state.params, out.train_state.params)
+
+
+def check_envs_math():
+    """The env-sharded reductions equal the unsharded ones: the gradient of a minibatch split
+    over 4 devices (advantages normalized over the whole minibatch) and the running obs
+    normalizer merged over devices."""
+    from jaxppo.loss import Minibatch, ppo_loss
+    from jaxppo.normalize import rms_init, rms_update
+
+    mesh = make_mesh(4)
+    train = make_train(TINY)
+    params = train.init(jax.random.key(1)).train_state.params
+    k = jax.random.split(jax.random.key(2), 5)
+    B = 32
+    batch = Minibatch(jax.random.normal(k[0], (B, 4)), jax.random.bernoulli(k[1], 0.5, (B,)).astype(
+        jnp.int32), -jax.random.uniform(k[2], (B,)), jax.random.normal(k[3], (B,)),
+        3.0 + 2.0 * jax.random.normal(k[4], (B,)), jax.random.normal(k[0], (B,)))
+    hp = Hparams.from_config(TINY)
+
+    def grads(params, batch, axis_name=None):
+        g, _ = jax.grad(ppo_loss, has_aux=True)(params, train.network, batch, hp,
+                                                clip_vloss=True, norm_adv=True,
+                                                axis_name=axis_name)
+        return g if axis_name is None else jax.lax.pmean(g, axis_name)
+
+    whole = grads(params, batch)
+    split = jax.jit(jax.shard_map(lambda p, b: grads(p, b, AXIS), mesh=mesh,
+                                  in_specs=(P(), P(AXIS)), out_specs=P(), check_vma=False))
+    close(whole, split(params, batch))
+
+    obs = 5.0 + 3.0 * jax.random.normal(k[3], (16, 4))
+    whole = rms_update(rms_init((4,)), obs)
+    merged = jax.jit(jax.shard_map(lambda o: rms_update(rms_init((4,)), o, AXIS), mesh=mesh,
+                                   in_specs=P(AXIS), out_specs=P(), check_vma=False))(obs)
+    close(whole, merged)
+
+
+def check_envs_learns():
+    """CartPole's fast config with its 16 envs split 4 per device solves, as one agent whose
+    params are identical on every device."""
+    config = load_config(os.path.join(ROOT, "configs", "cartpole_fast.yaml"))
+    out = make_sharded_train(config, make_mesh(4), "envs")(jax.random.split(jax.random.key(0), 2))
+    final = np.asarray(out.metrics["episodic_return"][:, -1])
+    assert final.mean() >= 475, final
+    assert out.runner_state.env.obs.shape == (2, 16, 4)  # global view: all 16 envs
+    kernel = out.train_state.params["params"]["critic"]["Dense_0"]["kernel"]
+    shards = [np.asarray(s.data) for s in kernel.addressable_shards]
+    assert len(shards) == 4 and all(np.array_equal(shards[0], s) for s in shards[1:])
+    assert int(out.metrics["env_steps"][0, -1]) == config.env_steps
+
+
+if __name__ == "__main__":
+    globals()[f"check_{sys.argv[1]}"]()
+    print(f"OK {sys.argv[1]}")
