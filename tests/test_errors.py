@@ -334,3 +334,30 @@ def test_a_diverging_sweep_setting_is_flagged_not_fatal(tmp_path, capsys):
     rows = open(os.path.join(tmp_path, "sweep", "sweep.csv")).read().splitlines()
     assert rows[0].endswith("diverged_seeds")
     assert {r.split(",")[1]: r.split(",")[-1] for r in rows[1:]} == {"0.00025": "0", "1e+20": "1"}
+
+
+def test_a_kill_during_a_save_leaves_the_previous_checkpoint(tmp_path, finished_run, monkeypatch):
+    """The checkpoint is written to a temp file and renamed over the old one: a process killed
+    while writing (here: interrupted at the fsync) leaves the previous checkpoint whole."""
+    import shutil
+
+    from jaxppo.checkpoint import save_checkpoint
+
+    run = str(tmp_path / "run")
+    shutil.copytree(finished_run, run)
+    good = load_checkpoint(run)
+    newer = good.runner_state._replace(train_state=jax.tree.map(
+        lambda x: x + 1 if np.issubdtype(x.dtype, np.floating) else x,
+        good.runner_state.train_state))
+
+    def killed(fd):
+        raise KeyboardInterrupt  # what SIGINT's default handler raises mid-write
+
+    monkeypatch.setattr(os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(run, newer, good.config, good.update + 1, good.num_runs)
+    monkeypatch.undo()
+    again = load_checkpoint(run)
+    assert again.update == good.update
+    jax.tree.map(np.testing.assert_array_equal, again.train_state.params, good.train_state.params)
+    assert os.listdir(os.path.join(run, "checkpoint")) == ["checkpoint.msgpack"]
