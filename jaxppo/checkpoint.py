@@ -32,13 +32,14 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the message is one line naming the problem."""
 
 
-def _is_key(x) -> bool:
+def is_key(x) -> bool:
+    """A typed PRNG key array (or its abstract shape)."""
     return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def keys_as_data(tree):
     """Typed PRNG keys become their raw uint32 data (still on device, still sharded)."""
-    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+    return jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, tree)
 
 
 def _to_host(tree):
@@ -127,7 +128,7 @@ def restore_into(template, state_dict: dict, source: str):
     """Fill `template` (a runner state, leaves may be ShapeDtypeStructs) from `state_dict`,
     checking that every leaf's shape matches; keys come back as typed PRNG keys."""
     host_template = jax.tree.map(
-        lambda x: jax.eval_shape(jax.random.key_data, x) if _is_key(x) else x, template)
+        lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
     try:
         restored = serialization.from_state_dict(host_template, state_dict)
     except (ValueError, KeyError, TypeError) as e:
@@ -149,7 +150,7 @@ def restore_into(template, state_dict: dict, source: str):
     # Keys are stored as raw data of the default implementation (what the CLI seeds with).
     return jax.tree.map(
         lambda t, x: jax.random.wrap_key_data(jnp.asarray(x, jnp.uint32))
-        if _is_key(t) else jnp.asarray(x, t.dtype), template, restored)
+        if is_key(t) else jnp.asarray(x, t.dtype), template, restored)
 
 
 @dataclass

@@ -109,8 +109,7 @@ class Driver:
             from jaxppo.sharding import ShardedTrain
 
             self.sharded = ShardedTrain(self.config, self.mesh, self.shard)
-            if self.shard == "seeds":
-                self.sharded.check_runs(self.num_runs)
+            self.sharded.check_runs(self.num_runs)
             # What one device holds: its runs (seeds), or its share of every run (envs).
             per_device = self.num_runs // self.mesh.size if self.shard == "seeds" else self.num_runs
             check_memory(self.sharded.local, per_device, metrics_updates=chunk)
@@ -137,16 +136,16 @@ class Driver:
         return self.place_keys(jax.random.split(jax.random.key(seed), self.num_runs))
 
     def place_keys(self, keys: jax.Array) -> jax.Array:
-        """Put the run keys (and the sweep's hparams) where the sharded programs take them."""
+        """Put the run keys (and the sweep's hparams) where the sharded programs take them,
+        with the initial params the sharded init starts from (`ShardedTrain.initial_params`)."""
         if self.sharded is not None:
+            self._params = self.sharded.initial_params(keys)
             keys, self.hparams = self.sharded.place(keys, self.hparams)
         return keys
 
     def _init_args(self, keys: jax.Array) -> tuple:
         if self.sharded is None:
             return keys, self.hparams
-        if getattr(self, "_params_for", None) is not keys:  # computed once per set of keys
-            self._params, self._params_for = self.sharded.initial_params(keys), keys
         return keys, self.hparams, self._params
 
     def compile(self, keys: jax.Array) -> None:

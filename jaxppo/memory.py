@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import jax
 
+from jaxppo.checkpoint import is_key
 from jaxppo.config import ConfigError, PPOConfig
 
 SKIP_ENV_VAR = "JAXPPO_SKIP_MEMORY_CHECK"
@@ -43,7 +44,7 @@ class MemoryEstimate(NamedTuple):
 def _tree_bytes(tree) -> int:
     total = 0
     for x in jax.tree.leaves(tree):
-        itemsize = 8 if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x.dtype.itemsize
+        itemsize = 8 if is_key(x) else x.dtype.itemsize  # a threefry key is 2 x uint32
         total += math.prod(x.shape) * itemsize
     return total
 

@@ -34,6 +34,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxppo.checkpoint import is_key
 from jaxppo.config import ConfigError, Hparams, PPOConfig
 from jaxppo.train import RunnerState, TrainOutput, make_train
 
@@ -84,17 +85,20 @@ class ShardedTrain:
             raise ConfigError(f"--shard {shard!r}: use one of {', '.join(SHARD_MODES)}")
         self.config, self.mesh, self.shard = config, mesh, shard
         self.replicated = NamedSharding(mesh, P())
+        self.runs = NamedSharding(mesh, P(AXIS))
         if shard == "seeds":
             self.local = config
             self.train = make_train(config, memory_check=False)
-            self.runs = NamedSharding(mesh, P(AXIS))
         else:
             self.local = local_config(config, mesh.size)
             self.train = make_train(self.local, memory_check=False, axis_name=AXIS)
+        # Where per-run inputs (keys, hparams, initial params) go: split with the runs, or
+        # replicated for envs (every device holds all runs, a share of each one's envs).
+        self.inputs = self.runs if shard == "seeds" else self.replicated
         self._runs_jit: dict[Any, Any] = {}
-        # XLA:CPU can deadlock (0% CPU, forever) when a program with cross-device collectives
-        # is dispatched while another still runs (seen with env-sharded programs on 4 host
-        # devices); a multi-process gather is such a program too. There, wait for each.
+        # A precaution on XLA:CPU: programs with cross-device collectives (env-sharded ones, a
+        # multi-process gather) run one at a time, never two in flight. (The hangs first seen
+        # here came from the QR in the network init; see `initial_params`.)
         self.serial = jax.default_backend() == "cpu" and (
             shard == "envs" or jax.process_count() > 1)
 
@@ -122,18 +126,14 @@ class ShardedTrain:
     def place(self, keys: jax.Array, hparams: Hparams | None):
         """Put host inputs on the mesh (every process passes the same values)."""
         self.check_runs(keys.shape[0])
-        if self.shard == "seeds":
-            where = self.runs
-        else:
-            where = self.replicated
-        keys = put_global(keys, where)
+        keys = put_global(keys, self.inputs)
         if hparams is not None:
-            hparams = put_global(hparams, where)
+            hparams = put_global(hparams, self.inputs)
         return keys, hparams
 
     def initial_params(self, keys: jax.Array):
-        """Each run's initial network params, computed on one device and then placed on the
-        mesh (replicated for envs, split for seeds).
+        """Each run's initial network params from the host `keys` (before `place`), computed
+        on one device and then placed on the mesh (replicated for envs, split for seeds).
 
         Not inside the sharded program: orthogonal init is a batched LAPACK QR, and jaxlib's
         CPU QR kernel, run by several host devices at once, deadlocked (it waits on a shared
@@ -141,9 +141,7 @@ class ShardedTrain:
         """
         if not hasattr(self, "_params_fn"):
             self._params_fn = jax.jit(jax.vmap(self.train.initial_params))
-        host_keys = jax.random.wrap_key_data(np.asarray(gather(jax.random.key_data(keys))))
-        params = jax.device_get(self._params_fn(host_keys))
-        return put_global(params, self.runs if self.shard == "seeds" else self.replicated)
+        return put_global(jax.device_get(self._params_fn(keys)), self.inputs)
 
     def init_fn(self, num_runs: int, hp_axis):
         vinit = jax.vmap(self.train.init, in_axes=(0, hp_axis, 0))
@@ -181,8 +179,7 @@ class ShardedTrain:
         n = self.config.num_updates if num_updates is None else num_updates
         num_runs = runner.train_state.step.shape[0]
         if hparams is not None:
-            hparams = put_global(hparams, self.runs if self.shard == "seeds"
-                                 else self.replicated)
+            hparams = put_global(hparams, self.inputs)
         return self._wait(self.run_fn(num_runs, self.hp_axis(hparams), n)(runner, hparams))
 
     def __call__(self, keys: jax.Array, hparams: Hparams | None = None) -> TrainOutput:
@@ -195,7 +192,7 @@ def put_global(tree, sharding):
     span devices of other processes (`jax.device_put` only takes addressable ones). Typed PRNG
     keys go as their raw data and are wrapped again on the mesh."""
     def put(x, where):
-        if hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        if is_key(x):
             data = put(jax.random.key_data(x), where)
             return jax.jit(jax.random.wrap_key_data, out_shardings=where)(data)
         host = np.asarray(x)
