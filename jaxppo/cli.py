@@ -390,7 +390,7 @@ def cmd_eval(args) -> int:
     import numpy as np
 
     from jaxppo.checkpoint import CheckpointError, load_checkpoint
-    from jaxppo.evaluate import evaluate, render_gif
+    from jaxppo.evaluate import evaluate, render_gif, render_html
 
     try:
         ckpt = load_checkpoint(args.run_dir)
@@ -410,14 +410,16 @@ def cmd_eval(args) -> int:
             print(f"seed {r}: {ret.mean():.2f} ± {ret.std():.2f}")
     print(f"{ckpt.config.env_id} ({mode}, update {ckpt.update}): return {all_returns.mean():.2f} "
           f"± {all_returns.std():.2f} over {all_returns.size} episodes")
-    if args.gif:
-        ts = jax.tree.map(lambda x: x[0], ckpt.runner_state.train_state)
+    ts = jax.tree.map(lambda x: x[0], ckpt.runner_state.train_state)
+    for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
+        if not path:
+            continue
         try:
-            length = render_gif(ckpt.config, ts, key, args.gif, args.deterministic)
+            length = render(ckpt.config, ts, key, path, args.deterministic)
         except RuntimeError as e:
-            print(f"jaxppo eval: --gif: {e}", file=sys.stderr)
+            print(f"jaxppo eval: {flag}: {e}", file=sys.stderr)
             return 1
-        print(f"wrote {args.gif} ({length} steps)")
+        print(f"wrote {path} ({length} steps)")
     return 0
 
 
@@ -541,6 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--deterministic", dest="deterministic", action="store_true", default=True)
     e.add_argument("--stochastic", dest="deterministic", action="store_false")
     e.add_argument("--gif", metavar="PATH", help="render one episode to a GIF")
+    e.add_argument("--html", metavar="PATH",
+                   help="write one episode as Brax's interactive 3D viewer (Brax envs only)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--no-cache", action="store_true")
     e.set_defaults(func=cmd_eval)

@@ -18,6 +18,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxppo import brax_env
+
 _EXTRA_ENVS: dict[str, Callable[[], Any]] = {}
 
 
@@ -39,6 +41,9 @@ def check_env_id(env_id: str) -> None:
     """Raise `ConfigError` naming close matches when `env_id` is not a known environment."""
     from jaxppo.config import ConfigError
 
+    if brax_env.is_brax_id(env_id):
+        brax_env.check_brax_id(env_id)
+        return
     ids = available_env_ids()
     if env_id not in ids:
         close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
@@ -50,6 +55,9 @@ def check_env_id(env_id: str) -> None:
 def make_gymnax_env(env_id: str) -> tuple[Any, Any]:
     """Return `(env, env_params)` for a gymnax or registered environment id."""
     check_env_id(env_id)
+    if brax_env.is_brax_id(env_id):
+        env = brax_env.make_brax_env(env_id)
+        return env, env.default_params
     if env_id in _EXTRA_ENVS:
         env = _EXTRA_ENVS[env_id]()
         return env, env.default_params
@@ -85,11 +93,16 @@ class StepRandomness(NamedTuple):
     it per step costs more than the CartPole physics. Drawing it per rollout is the same
     randomness `gymnax.Environment.step` would draw (per env: split the key into a step key
     and a reset key, reset with the latter), so results match gymnax step for step.
+
+    Envs whose reset is a physics computation (Brax: `expensive_reset`) get only the reset keys;
+    `step_with` then resets all N envs inside a `lax.cond` on the steps where one ended,
+    instead of T x N reset states per rollout.
     """
 
     step_key: jax.Array  # [T, N] keys for `step_env`
-    reset_obs: jax.Array  # [T, N, *obs_shape] the observation an autoreset would give
-    reset_state: Any  # gymnax state, leaves [T, N, ...]
+    reset_key: jax.Array  # [T, N] keys for `reset_env`
+    reset_obs: jax.Array | None  # [T, N, *obs_shape] the observation an autoreset would give
+    reset_state: Any  # gymnax state, leaves [T, N, ...]; None for lazy resets
 
 
 class VecEnv:
@@ -99,6 +112,7 @@ class VecEnv:
         self.env_id = env_id
         self.num_envs = num_envs
         self.env, self.params = make_gymnax_env(env_id)
+        self.lazy_reset = bool(getattr(self.env, "expensive_reset", False))
         obs_space = self.env.observation_space(self.params)
         act_space = self.env.action_space(self.params)
         self.obs_shape: tuple[int, ...] = tuple(obs_space.shape)
@@ -128,9 +142,11 @@ class VecEnv:
         env_keys = jax.random.split(key, (num_steps, self.num_envs))
         split = jax.vmap(jax.vmap(jax.random.split))(env_keys)  # [T, N, 2]
         step_key, reset_key = split[:, :, 0], split[:, :, 1]
+        if self.lazy_reset:
+            return StepRandomness(step_key, reset_key, None, None)
         reset = jax.vmap(jax.vmap(self.env.reset_env, in_axes=(0, None)), in_axes=(0, None))
         reset_obs, reset_state = reset(reset_key, self.params)
-        return StepRandomness(step_key, reset_obs.astype(jnp.float32), reset_state)
+        return StepRandomness(step_key, reset_key, reset_obs.astype(jnp.float32), reset_state)
 
     def step(self, key: jax.Array, state: EnvState, action: jax.Array) -> tuple[EnvState, EnvStep]:
         """Step every env once with fresh randomness (convenience; rollouts use `step_with`)."""
@@ -151,13 +167,21 @@ class VecEnv:
         terminated = jnp.asarray(terminated).astype(bool)
         done = jnp.logical_or(terminated, jnp.asarray(truncated).astype(bool))
 
+        final_obs = obs_st.astype(jnp.float32)
+        reset_obs, reset_state = rand.reset_obs, rand.reset_state
+        if self.lazy_reset:
+            reset_all = jax.vmap(self.env.reset_env, in_axes=(0, None))
+            reset_obs, reset_state = jax.lax.cond(
+                jnp.any(done),
+                lambda: reset_all(rand.reset_key, self.params),
+                lambda: (final_obs, inner_st))
+
         def pick(reset_leaf, step_leaf):
             mask = done.reshape(done.shape + (1,) * (step_leaf.ndim - 1))
             return jnp.where(mask, reset_leaf, step_leaf)
 
-        inner = jax.tree.map(pick, rand.reset_state, inner_st)
-        final_obs = obs_st.astype(jnp.float32)
-        obs = pick(rand.reset_obs, final_obs)
+        inner = jax.tree.map(pick, reset_state, inner_st)
+        obs = pick(reset_obs.astype(jnp.float32), final_obs)
         reward = jnp.asarray(reward).astype(jnp.float32)
         ep_return = state.episode_return + reward
         ep_length = state.episode_length + 1
@@ -175,4 +199,10 @@ SOLVE_THRESHOLDS: dict[str, float] = {
     "MountainCar-v0": -110.0,
     "MountainCarContinuous-v0": 90.0,
     "Pendulum-v1": -200.0,
+    # Brax tasks: the reward_threshold of Gymnasium's MuJoCo counterpart (same reward terms and
+    # 1000-step episodes): InvertedDoublePendulum-v4, InvertedPendulum-v4, Hopper-v4, Ant-v4.
+    "brax/inverted_double_pendulum": 9100.0,
+    "brax/inverted_pendulum": 950.0,
+    "brax/hopper": 3800.0,
+    "brax/ant": 6000.0,
 }

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxppo import brax_env
 from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
 from jaxppo.networks import make_network
@@ -35,7 +36,7 @@ def _episode_step(carry, key, *, env: VecEnv, network, ts, deterministic, normal
     ret = ret + jnp.where(live, step.reward, 0.0)
     length = length + live.astype(jnp.int32)
     finished = finished | step.done
-    return (state, step.obs, ret, length, finished), state.inner
+    return (state, step.obs, ret, length, finished), (state.inner, ret)
 
 
 def max_episode_steps(env: VecEnv) -> int:
@@ -64,27 +65,41 @@ def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_epi
     return np.asarray(ret), np.asarray(length)
 
 
-def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
-               deterministic: bool = True) -> int:
-    """Render one episode with gymnax's Visualizer; returns the episode length."""
-    from gymnax.visualize import Visualizer
-
+def play_episode(config: PPOConfig, train_state: TrainState, key: jax.Array,
+                 deterministic: bool = True) -> tuple[VecEnv, list, list[float], int]:
+    """Play one episode in one jitted scan; returns `(env, states, cumulative returns, length)`
+    with one unbatched env state per frame (the reset state first, the terminal one excluded)."""
     env = VecEnv(config.env_id, 1)
     network = make_network(config, env)
-    obs, state = env.reset(key)
-    step = jax.jit(functools.partial(_episode_step, env=env, network=network, ts=train_state,
-                                     deterministic=deterministic,
-                                     normalize=config.normalize_obs))
-    carry = (state, obs, jnp.zeros((1,)), jnp.zeros((1,), jnp.int32), jnp.zeros((1,), bool))
-    states = [jax.tree.map(lambda x: x[0], state.inner)]
-    rewards = [0.0]
-    for k in jax.random.split(key, max_episode_steps(env)):
-        prev_ret = float(carry[2][0])
-        carry, _ = step(carry, k)
-        if bool(carry[4][0]):
-            break
-        states.append(jax.tree.map(lambda x: x[0], carry[0].inner))
-        rewards.append(rewards[-1] + float(carry[2][0]) - prev_ret)
+
+    @jax.jit
+    def run(ts, key):
+        obs, state = env.reset(key)
+        carry = (state, obs, jnp.zeros((1,)), jnp.zeros((1,), jnp.int32), jnp.zeros((1,), bool))
+        step = functools.partial(_episode_step, env=env, network=network, ts=ts,
+                                 deterministic=deterministic, normalize=config.normalize_obs)
+        (_, _, _, length, _), (inner, returns) = jax.lax.scan(
+            step, carry, jax.random.split(key, max_episode_steps(env)))
+        return state.inner, inner, returns, length
+
+    first, inner, returns, length = jax.device_get(run(train_state, key))
+    length = int(length[0])
+    states = [jax.tree.map(lambda x: x[0], first)]
+    states += [jax.tree.map(lambda x, t=t: x[t, 0], inner) for t in range(length - 1)]
+    rewards = [0.0] + [float(r) for r in returns[: length - 1, 0]]
+    return env, states, rewards, length
+
+
+def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
+               deterministic: bool = True) -> int:
+    """Render one episode to a GIF (gymnax's Visualizer, or a side view for Brax); returns
+    the episode length."""
+    env, states, rewards, length = play_episode(config, train_state, key, deterministic)
+    if brax_env.is_brax_id(config.env_id):
+        brax_env.write_gif(env.env, states, rewards, path)
+        return length
+    from gymnax.visualize import Visualizer
+
     try:
         write_gif(Visualizer(env.env, env.params, states, np.array(rewards)), len(states), path)
     except Exception as e:  # noqa: BLE001 - a missing visualizer must not crash eval
@@ -93,7 +108,18 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
                                "renderer: pip install 'jaxppo[render]'") from None
         raise RuntimeError(f"gymnax has no working visualizer for {config.env_id}: "
                            f"{type(e).__name__}: {e}") from None
-    return int(carry[3][0])
+    return length
+
+
+def render_html(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
+                deterministic: bool = True) -> int:
+    """Write one episode as Brax's interactive 3D viewer (HTML); returns the episode length."""
+    if not brax_env.is_brax_id(config.env_id):
+        raise RuntimeError(f"HTML rendering is for Brax environments; {config.env_id} is a "
+                           "gymnax environment (use --gif)")
+    env, states, _, length = play_episode(config, train_state, key, deterministic)
+    brax_env.write_html(env.env, states, path)
+    return length
 
 
 def write_gif(vis, num_frames: int, path: str) -> None:

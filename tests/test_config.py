@@ -14,7 +14,7 @@ CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
 
 
 def test_all_shipped_configs_load():
-    assert len(CONFIGS) == 10
+    assert len(CONFIGS) == 12
     for path in CONFIGS:
         cfg = load_config(path)
         assert cfg.num_updates >= 1

@@ -1,0 +1,235 @@
+"""Brax environments behind gymnax's `Environment` API, so `VecEnv`, the rollout and the whole
+compiled train loop run them unchanged (`env_id: brax/<name>`).
+
+Brax's own `env.step` neither resets nor stops episodes: its `done` is termination only (the
+hopper fell, the pole dropped). This adapter counts steps and truncates at Brax's and Gym's
+episode length of 1000, so a time limit bootstraps like gymnax's and is never taken for death.
+Resets happen in `VecEnv` with a fresh key each time (Brax's training wrapper instead replays the
+first reset state of each env forever).
+
+Brax is an optional dependency (`pip install 'jaxppo[brax]'`); it is imported only for
+`brax/` ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import functools
+import io
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+PREFIX = "brax/"
+EPISODE_LENGTH = 1000
+INSTALL_HINT = "pip install 'jaxppo[brax]'"
+
+
+def is_brax_id(env_id: str) -> bool:
+    return env_id.startswith(PREFIX)
+
+
+def _config_error(message: str):
+    from jaxppo.config import ConfigError
+
+    return ConfigError(f"config key 'env_id': {message}")
+
+
+def import_brax_envs(env_id: str = PREFIX):
+    """`brax.envs`, or a one-line `ConfigError` saying how to install Brax."""
+    try:
+        # mujoco.mjx prints "Failed to import warp" to stdout on import when the optional
+        # NVIDIA Warp backend is absent, which it is everywhere jaxppo runs; keep stdout clean.
+        with contextlib.redirect_stdout(io.StringIO()):
+            from brax import envs
+    except ImportError as e:
+        raise _config_error(f"{env_id!r} needs Brax, which is not installed ({e}); "
+                            f"install it with: {INSTALL_HINT}") from None
+    return envs
+
+
+def brax_env_ids() -> list[str]:
+    envs = import_brax_envs()
+    return sorted(PREFIX + name for name in envs._envs)  # noqa: SLF001 - Brax's registry
+
+
+def check_brax_id(env_id: str) -> None:
+    ids = brax_env_ids()
+    if env_id not in ids:
+        close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
+        hint = (f"did you mean {', '.join(repr(c) for c in close)}?" if close
+                else f"Brax environments: {', '.join(ids)}")
+        raise _config_error(f"unknown Brax environment {env_id!r}; {hint}")
+
+
+@struct.dataclass
+class BraxParams:
+    max_steps_in_episode: int = EPISODE_LENGTH
+
+
+@struct.dataclass
+class BraxState:
+    inner: Any  # brax.envs.base.State: pipeline_state, obs, reward, done, metrics, info
+    time: jax.Array  # steps taken in this episode
+
+
+class BraxEnv:
+    """One Brax environment with the part of gymnax's single-env API that `VecEnv` uses
+    (`reset`/`reset_env`, `step_env`, `is_truncated`, spaces, `default_params`).
+
+    Not a subclass of gymnax's `Environment`: importing gymnax's environment modules creates
+    arrays, which would start JAX's backend before `jax.distributed.initialize` can run.
+    """
+
+    expensive_reset = True  # tells VecEnv to reset lazily instead of pre-drawing T x N resets
+
+    def __init__(self, env_id: str, brax_env: Any):
+        self.env_id = env_id
+        self.brax_env = brax_env
+        # Brax's `observation_size` runs a reset op by op (~7 s of tiny compiles); trace instead.
+        obs = jax.eval_shape(brax_env.reset, jax.random.key(0)).obs
+        self.obs_size = int(obs.shape[-1])
+        self.action_size = int(brax_env.action_size)
+        ctrl = getattr(getattr(getattr(brax_env, "sys", None), "actuator", None), "ctrl_range",
+                       None)
+        ctrl = np.asarray(ctrl, np.float32) if ctrl is not None else None
+        if ctrl is None or ctrl.shape != (self.action_size, 2):
+            ctrl = np.tile(np.array([[-1.0, 1.0]], np.float32), (self.action_size, 1))
+        self.action_low, self.action_high = ctrl[:, 0], ctrl[:, 1]
+
+    @property
+    def name(self) -> str:
+        return self.env_id
+
+    @property
+    def default_params(self) -> BraxParams:
+        return BraxParams()
+
+    @property
+    def num_actions(self) -> int:
+        return self.action_size
+
+    def reset_env(self, key: jax.Array, params: BraxParams):
+        inner = self.brax_env.reset(key)
+        return inner.obs.astype(jnp.float32), BraxState(inner, jnp.int32(0))
+
+    reset = reset_env
+
+    def step_env(self, key: jax.Array, state: BraxState, action: jax.Array, params: BraxParams):
+        del key  # Brax's dynamics are deterministic; randomness enters through resets only
+        inner = self.brax_env.step(state.inner, action)
+        new = BraxState(inner, state.time + 1)
+        terminated = inner.done > 0.5
+        done = jnp.logical_or(terminated, self.is_truncated(new, params))
+        return inner.obs.astype(jnp.float32), new, inner.reward, terminated, {"done": done}
+
+    def is_truncated(self, state: BraxState, params: BraxParams) -> jax.Array:
+        return state.time >= params.max_steps_in_episode
+
+    def is_terminal(self, state: BraxState, params: BraxParams) -> jax.Array:
+        return jnp.logical_or(state.inner.done > 0.5, self.is_truncated(state, params))
+
+    def observation_space(self, params: BraxParams):
+        from gymnax.environments import spaces
+
+        return spaces.Box(-jnp.inf, jnp.inf, (self.obs_size,), jnp.float32)
+
+    def action_space(self, params: BraxParams):
+        from gymnax.environments import spaces
+
+        return spaces.Box(jnp.asarray(self.action_low), jnp.asarray(self.action_high),
+                          (self.action_size,), jnp.float32)
+
+
+@functools.cache
+def make_brax_env(env_id: str) -> BraxEnv:
+    """Build (once per process: parsing the MJCF model takes seconds) the Brax env `env_id`."""
+    check_brax_id(env_id)
+    envs = import_brax_envs(env_id)
+    with warnings.catch_warnings():
+        # "Brax System, pipelines and environments are not actively being maintained": known,
+        # and said once in the README rather than on every run.
+        warnings.simplefilter("ignore", UserWarning)
+        return BraxEnv(env_id, envs.get_environment(env_id[len(PREFIX):]))
+
+
+def pipeline_states(states: list[BraxState]) -> list[Any]:
+    return [s.inner.pipeline_state for s in states]
+
+
+def write_html(env: BraxEnv, states: list[BraxState], path: str) -> None:
+    """Brax's three.js viewer as one HTML file (the viewer script loads from a CDN)."""
+    from brax.io import html
+
+    sys = env.brax_env.sys.tree_replace({"opt.timestep": env.brax_env.dt})
+    with open(path, "w") as f:
+        f.write(html.render(sys, pipeline_states(states), colab=False))
+
+
+def _rotate(quat: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """Rotate `vec [..., 3]` by unit quaternions `quat [..., 4]` (w, x, y, z)."""
+    w, u = quat[..., :1], quat[..., 1:]
+    return vec + 2.0 * np.cross(u, np.cross(u, vec) + w * vec)
+
+
+def _geom_segments(sys: Any, x_pos: np.ndarray, x_rot: np.ndarray):
+    """World-frame `(start [G, 3], end [G, 3], radius [G])` of the capsules, cylinders and
+    spheres (a sphere is a segment of length 0); body 0 is the world, body b is link b - 1."""
+    types = np.asarray(sys.geom_type)
+    keep = np.isin(types, (2, 3, 5))  # mjGEOM_SPHERE, CAPSULE, CYLINDER
+    body = np.asarray(sys.geom_bodyid)[keep]
+    size = np.asarray(sys.geom_size)[keep]
+    half = np.where(types[keep] == 2, 0.0, size[:, 1])
+    axis = _rotate(np.asarray(sys.geom_quat)[keep], np.stack(
+        [np.zeros_like(half), np.zeros_like(half), half], -1))
+    centre = np.asarray(sys.geom_pos)[keep]
+    link_pos = np.concatenate([np.zeros((1, 3)), x_pos])[body]
+    link_rot = np.concatenate([np.array([[1.0, 0, 0, 0]]), x_rot])[body]
+    start = link_pos + _rotate(link_rot, centre - axis)
+    end = link_pos + _rotate(link_rot, centre + axis)
+    return start, end, size[:, 0]
+
+
+def write_gif(env: BraxEnv, states: list[BraxState], returns: list[float], path: str,
+              fps: int = 30) -> None:
+    """A side view (the x-z plane) of the bodies' capsules, drawn with matplotlib.
+
+    Brax's own image renderer needs an OpenGL context (MuJoCo's renderer), which headless
+    machines and CI lack; this one needs nothing but matplotlib and Pillow.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    sys = env.brax_env.sys
+    segs = [_geom_segments(sys, np.asarray(p.x.pos), np.asarray(p.x.rot))
+            for p in pipeline_states(states)]
+    pts = np.concatenate([np.concatenate([a, b]) for a, b, _ in segs])
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    pad = 0.15 * max(float(np.max(hi - lo)), 1.0)
+    xlim, zlim = (lo[0] - pad, hi[0] + pad), (lo[2] - pad, hi[2] + pad)
+    fig, ax = plt.subplots(figsize=(5, 4), dpi=80)
+    points_per_unit = 5 * 72 * 0.75 / (xlim[1] - xlim[0])  # ~75% of the width is the axes
+    every = max(1, round(1.0 / (float(env.brax_env.dt) * fps)))
+    frames = []
+    for f in range(0, len(states), every):
+        ax.clear()
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*zlim)
+        ax.set_aspect("equal", adjustable="box")
+        ax.axhline(0.0, color="0.6", lw=1)
+        for a, b, r in zip(*segs[f], strict=True):
+            ax.plot([a[0], b[0]], [a[2], b[2]], "-", color="tab:blue", solid_capstyle="round",
+                    lw=max(1.0, 2 * r * points_per_unit))
+        ax.set_title(f"{env.env_id}  step {f}  return {returns[f]:.1f}", fontsize=9)
+        fig.canvas.draw()
+        frames.append(Image.fromarray(np.asarray(fig.canvas.buffer_rgba())[..., :3]))
+    plt.close(fig)
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=1000 // fps, loop=0)

@@ -1,0 +1,174 @@
+"""Brax through the same compiled loop: the adapter's episode handling, the lazy autoreset, the
+errors for unknown ids or a missing install, learning on brax/inverted_double_pendulum, and eval
+with GIF and HTML rendering."""
+
+import csv
+import functools
+import glob
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("brax")
+
+from jaxppo import ConfigError, load_config  # noqa: E402
+from jaxppo.brax_env import BraxParams  # noqa: E402
+from jaxppo.cli import main  # noqa: E402
+from jaxppo.envs import VecEnv, check_env_id  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+IDP = "brax/inverted_double_pendulum"
+IDP_CONFIG = os.path.join(ROOT, "configs", "brax_inverted_double_pendulum.yaml")
+
+
+@functools.cache
+def _scanner(env: VecEnv):
+    """One compiled T-step scan per env object (compiling Brax's physics takes seconds)."""
+    def run(key, actions):
+        _, state = env.reset(key)
+        rand = env.draw_randomness(jax.random.fold_in(key, 1), actions.shape[0])
+
+        def body(state, xs):
+            return env.step_with(*xs[:1], state, xs[1])
+
+        return jax.lax.scan(body, state, (rand, actions))[1]
+
+    return jax.jit(run)
+
+
+def _rollout(env: VecEnv, key, actions):
+    """Step `env` through `actions [T, N, 1]` with the rollout's randomness; returns the steps."""
+    return _scanner(env)(key, actions)
+
+
+def test_time_limit_truncates_and_bootstraps_not_terminates():
+    env = VecEnv(IDP, 3)
+    env.params = BraxParams(max_steps_in_episode=5)
+    steps = _rollout(env, jax.random.key(0), jnp.zeros((12, 3, 1)))
+    done, term = np.asarray(steps.done), np.asarray(steps.terminated)
+    # Unpushed, the poles stay up for 5 steps: every episode ends by the time limit alone.
+    assert done[4].all() and done[9].all() and done.sum() == 6
+    assert not term.any()
+    np.testing.assert_array_equal(np.asarray(steps.episode_length)[4], [5, 5, 5])
+    # The final observation is the true next state; the observation to act on is a fresh reset.
+    final, nxt = np.asarray(steps.final_obs[4]), np.asarray(steps.obs[4])
+    assert not np.allclose(final, nxt)
+    assert np.abs(nxt[:, 0]).max() <= 0.01 + 1e-6  # reset cart positions are U(-0.01, 0.01)
+    assert len({tuple(np.round(o, 6)) for o in nxt}) == 3  # a different reset per env
+
+
+def test_falling_terminates_and_actions_clip():
+    env = VecEnv(IDP, 2)
+    steps = _rollout(env, jax.random.key(1), jnp.ones((60, 2, 1)))  # full force one way
+    # Actions beyond the actuator range [-1, 1] step like the bound itself.
+    big = _rollout(env, jax.random.key(1), jnp.full((60, 2, 1), 50.0))
+    np.testing.assert_array_equal(np.asarray(big.obs), np.asarray(steps.obs))
+    term, done = np.asarray(steps.terminated), np.asarray(steps.done)
+    assert term.any(axis=0).all()
+    np.testing.assert_array_equal(term, done)  # no time limit reached within 60 steps
+    first = term.argmax(axis=0)
+    lengths = np.asarray(steps.episode_length)[first, [0, 1]]
+    np.testing.assert_array_equal(lengths, first + 1)
+    ret = np.asarray(steps.episode_return)[first, [0, 1]]
+    reward = np.asarray(steps.reward)
+    np.testing.assert_allclose(ret, [reward[: first[i] + 1, i].sum() for i in (0, 1)], rtol=1e-5)
+
+
+def test_lazy_reset_matches_predrawn_resets():
+    """Resetting inside a `lax.cond` gives exactly what the pre-drawn T x N resets give."""
+    lazy = VecEnv(IDP, 4)
+    eager = VecEnv(IDP, 4)
+    eager.lazy_reset = False
+    actions = jax.random.uniform(jax.random.key(2), (40, 4, 1), minval=-1.0, maxval=1.0) * 3
+    a = _rollout(lazy, jax.random.key(3), actions)
+    b = _rollout(eager, jax.random.key(3), actions)
+    assert np.asarray(a.done).sum() >= 4  # resets did happen
+    np.testing.assert_array_equal(np.asarray(a.done), np.asarray(b.done))
+    # Two compiled programs fuse the physics differently: equal up to float32 rounding.
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-4)
+
+
+def test_unknown_brax_env_names_close_matches():
+    with pytest.raises(ConfigError, match="did you mean 'brax/hopper'"):
+        check_env_id("brax/hoper")
+
+
+def test_missing_brax_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "brax", None)  # makes `import brax` fail
+    with pytest.raises(ConfigError, match=r"pip install 'jaxppo\[brax\]'") as e:
+        check_env_id("brax/hopper")
+    assert "\n" not in str(e.value)
+
+
+def test_cli_unknown_brax_env_is_one_line(capsys):
+    code = main(["train", "--config", IDP_CONFIG, "--set", "env_id=brax/ant_v9", "--no-cache"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "brax/ant_v9" in err[0], err
+
+
+@pytest.fixture(scope="module")
+def idp_run(tmp_path_factory):
+    """The shipped config, through the CLI, with 3e5 of its 1e6 steps (~25 s on 2 cores)."""
+    logdir = tmp_path_factory.mktemp("brax")
+    code = main(["train", "--config", IDP_CONFIG, "--set", "total_timesteps=300000",
+                 "--logdir", str(logdir), "--no-cache", "--no-progress"])
+    assert code == 0
+    (run_dir,) = glob.glob(os.path.join(str(logdir), "*"))
+    return run_dir
+
+
+@pytest.mark.slow
+def test_inverted_double_pendulum_learns_on_cpu(idp_run):
+    with open(os.path.join(idp_run, "metrics.csv")) as f:
+        returns = [float(r["episodic_return"]) for r in csv.DictReader(f)]
+    first, final = returns[0], returns[-1]
+    # The first update's episodes are the random initial policy's (~110: the poles fall in
+    # ~15 steps). A wide margin: at least 4x that, and 500 in absolute terms.
+    assert final >= 4 * first and final >= 500, (first, final)
+    cfg = load_config(os.path.join(idp_run, "config.yaml"))
+    assert cfg.env_id == IDP and cfg.normalize_obs
+
+
+@pytest.mark.slow
+def test_eval_renders_gif_and_html(idp_run, tmp_path, capsys):
+    from PIL import Image
+
+    gif, html = str(tmp_path / "ep.gif"), str(tmp_path / "ep.html")
+    capsys.readouterr()
+    assert main(["eval", idp_run, "--episodes", "4", "--gif", gif, "--html", html,
+                 "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {gif}" in out and f"wrote {html}" in out
+    length = int(out.split(f"wrote {gif} (")[1].split(" steps")[0])
+    assert length > 20  # the trained policy balances well past the random policy's ~15 steps
+    img = Image.open(gif)
+    assert img.n_frames >= length // 3
+    text = open(html).read()
+    assert "<html" in text.lower() and "brax" in text.lower()
+
+
+def test_html_for_a_gymnax_env_is_refused(tmp_path, capsys):
+    run = str(tmp_path / "cp")
+    assert main(["train", "--config", os.path.join(ROOT, "configs", "cartpole.yaml"), "--set",
+                 "total_timesteps=1024", "--set", "num_steps=64", "--set", "hidden_sizes=[8, 8]",
+                 "--logdir", str(tmp_path), "--run-name", "cp", "--no-cache", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["eval", run, "--episodes", "1", "--html", str(tmp_path / "x.html")]) == 1
+    err = capsys.readouterr().err
+    assert "HTML rendering is for Brax environments" in err and "--gif" in err
+
+
+def test_hopper_config_traces_through_make_train():
+    """The GPU config builds the whole program (contacts, 3 torques) without compiling it."""
+    from jaxppo import make_train
+
+    cfg = load_config(os.path.join(ROOT, "configs", "brax_hopper.yaml"),
+                      {"total_timesteps": 2048 * 16, "num_envs": 2048})
+    out = jax.eval_shape(make_train(cfg, memory_check=False), jax.random.key(0))
+    assert out.metrics["episodic_return"].shape == (1,)
+    assert jax.tree.leaves(out.train_state.params)
