@@ -17,6 +17,7 @@ import contextlib
 import difflib
 import functools
 import io
+import re
 import warnings
 from typing import Any
 
@@ -65,6 +66,28 @@ def check_brax_id(env_id: str) -> None:
         hint = (f"did you mean {', '.join(repr(c) for c in close)}?" if close
                 else f"Brax environments: {', '.join(ids)}")
         raise _config_error(f"unknown Brax environment {env_id!r}; {hint}")
+
+
+def suggest_brax_id(env_id: str) -> str | None:
+    """`brax/<name>` for a Gymnasium-style MuJoCo id (`InvertedDoublePendulum-v4`, `hopper`,
+    `HalfCheetah-v5`) that Brax has, so a user who typed the PyTorch tutorial's id is pointed
+    at it. Names are compared without case, underscores or the version suffix."""
+    def squash(name: str) -> str:
+        return re.sub(r"-v\d+$", "", name.strip()).replace("_", "").replace("-", "").lower()
+
+    try:
+        names = [i[len(PREFIX):] for i in brax_env_ids()]
+    except ValueError:  # ConfigError: Brax is not installed
+        names = sorted(_BRAX_NAMES)
+    by_squashed = {squash(n): n for n in names}
+    name = by_squashed.get(squash(env_id))
+    return PREFIX + name if name else None
+
+
+# Brax's registered environments (brax 0.14), for suggestions when Brax is not installed.
+_BRAX_NAMES = frozenset({"ant", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
+                         "inverted_pendulum", "inverted_double_pendulum", "pusher", "reacher",
+                         "swimmer", "walker2d"})
 
 
 @struct.dataclass

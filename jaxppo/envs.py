@@ -49,6 +49,9 @@ def check_env_id(env_id: str) -> None:
         close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else (
             f"known ids: {', '.join(ids)}")
+        brax_id = brax_env.suggest_brax_id(env_id)
+        if brax_id:
+            hint = f"did you mean the Brax environment {brax_id!r}?"
         raise ConfigError(f"config key 'env_id': unknown environment {env_id!r}; {hint}")
 
 

@@ -172,3 +172,15 @@ def test_hopper_config_traces_through_make_train():
     out = jax.eval_shape(make_train(cfg, memory_check=False), jax.random.key(0))
     assert out.metrics["episodic_return"].shape == (1,)
     assert jax.tree.leaves(out.train_state.params)
+
+
+@pytest.mark.parametrize("typed", ["InvertedDoublePendulum-v4", "Hopper-v4", "hopper", "HalfCheetah-v5"])
+def test_gymnasium_mujoco_ids_point_to_brax(typed):
+    with pytest.raises(ConfigError, match=r"did you mean the Brax environment 'brax/"):
+        check_env_id(typed)
+
+
+def test_brax_suggestion_without_brax_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "brax", None)
+    with pytest.raises(ConfigError, match="'brax/inverted_double_pendulum'"):
+        check_env_id("InvertedDoublePendulum-v4")
