@@ -14,7 +14,6 @@ Brax is an optional dependency (`pip install 'jaxppo[brax]'`); it is imported on
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import io
 import re
@@ -57,15 +56,6 @@ def import_brax_envs(env_id: str = PREFIX):
 def brax_env_ids() -> list[str]:
     envs = import_brax_envs()
     return sorted(PREFIX + name for name in envs._envs)  # noqa: SLF001 - Brax's registry
-
-
-def check_brax_id(env_id: str) -> None:
-    ids = brax_env_ids()
-    if env_id not in ids:
-        close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
-        hint = (f"did you mean {', '.join(repr(c) for c in close)}?" if close
-                else f"Brax environments: {', '.join(ids)}")
-        raise _config_error(f"unknown Brax environment {env_id!r}; {hint}")
 
 
 def suggest_brax_id(env_id: str) -> str | None:
@@ -126,16 +116,8 @@ class BraxEnv:
         self.action_low, self.action_high = ctrl[:, 0], ctrl[:, 1]
 
     @property
-    def name(self) -> str:
-        return self.env_id
-
-    @property
     def default_params(self) -> BraxParams:
         return BraxParams()
-
-    @property
-    def num_actions(self) -> int:
-        return self.action_size
 
     def reset_env(self, key: jax.Array, params: BraxParams):
         inner = self.brax_env.reset(key)
@@ -146,16 +128,12 @@ class BraxEnv:
     def step_env(self, key: jax.Array, state: BraxState, action: jax.Array, params: BraxParams):
         del key  # Brax's dynamics are deterministic; randomness enters through resets only
         inner = self.brax_env.step(state.inner, action)
-        new = BraxState(inner, state.time + 1)
         terminated = inner.done > 0.5
-        done = jnp.logical_or(terminated, self.is_truncated(new, params))
-        return inner.obs.astype(jnp.float32), new, inner.reward, terminated, {"done": done}
+        return inner.obs.astype(jnp.float32), BraxState(inner, state.time + 1), inner.reward, \
+            terminated, {}
 
     def is_truncated(self, state: BraxState, params: BraxParams) -> jax.Array:
         return state.time >= params.max_steps_in_episode
-
-    def is_terminal(self, state: BraxState, params: BraxParams) -> jax.Array:
-        return jnp.logical_or(state.inner.done > 0.5, self.is_truncated(state, params))
 
     def observation_space(self, params: BraxParams):
         from gymnax.environments import spaces
@@ -171,8 +149,8 @@ class BraxEnv:
 
 @functools.cache
 def make_brax_env(env_id: str) -> BraxEnv:
-    """Build (once per process: parsing the MJCF model takes seconds) the Brax env `env_id`."""
-    check_brax_id(env_id)
+    """Build (once per process: parsing the MJCF model takes seconds) the Brax env `env_id`,
+    a known id (`envs.check_env_id`)."""
     envs = import_brax_envs(env_id)
     with warnings.catch_warnings():
         # "Brax System, pipelines and environments are not actively being maintained": known,

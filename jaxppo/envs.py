@@ -38,21 +38,21 @@ def available_env_ids() -> list[str]:
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise `ConfigError` naming close matches when `env_id` is not a known environment."""
+    """Raise `ConfigError` naming close matches when `env_id` is not a known environment
+    (a gymnax or registered id, or `brax/<name>` for Brax's registry)."""
     from jaxppo.config import ConfigError
 
-    if brax_env.is_brax_id(env_id):
-        brax_env.check_brax_id(env_id)
-        return
-    ids = available_env_ids()
+    brax = brax_env.is_brax_id(env_id)
+    ids = brax_env.brax_env_ids() if brax else available_env_ids()
     if env_id not in ids:
         close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else (
             f"known ids: {', '.join(ids)}")
-        brax_id = brax_env.suggest_brax_id(env_id)
+        brax_id = None if brax else brax_env.suggest_brax_id(env_id)
         if brax_id:
             hint = f"did you mean the Brax environment {brax_id!r}?"
-        raise ConfigError(f"config key 'env_id': unknown environment {env_id!r}; {hint}")
+        what = "Brax environment" if brax else "environment"
+        raise ConfigError(f"config key 'env_id': unknown {what} {env_id!r}; {hint}")
 
 
 def make_gymnax_env(env_id: str) -> tuple[Any, Any]:

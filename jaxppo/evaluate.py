@@ -43,6 +43,19 @@ def max_episode_steps(env: VecEnv) -> int:
     return int(getattr(env.params, "max_steps_in_episode", 1000))
 
 
+def _play(env: VecEnv, network, ts, reset_key, run_key, *, deterministic, normalize):
+    """Reset `env`'s E envs and step them for the time limit in one scan. Returns the reset
+    state, the final `(state, obs, return [E], length [E], finished [E])` and per step
+    `(env state, return so far)`."""
+    obs, state = env.reset(reset_key)
+    n = env.num_envs
+    carry = (state, obs, jnp.zeros((n,)), jnp.zeros((n,), jnp.int32), jnp.zeros((n,), bool))
+    step = functools.partial(_episode_step, env=env, network=network, ts=ts,
+                             deterministic=deterministic, normalize=normalize)
+    final, per_step = jax.lax.scan(step, carry, jax.random.split(run_key, max_episode_steps(env)))
+    return state, final, per_step
+
+
 def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_episodes: int = 10,
              deterministic: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Return `(returns [E], lengths [E])` of `num_episodes` episodes, played in parallel."""
@@ -52,13 +65,9 @@ def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_epi
     @jax.jit
     def run(ts, key):
         reset_key, run_key = jax.random.split(key)
-        obs, state = env.reset(reset_key)
-        zeros = jnp.zeros((num_episodes,))
-        carry = (state, obs, zeros, zeros.astype(jnp.int32), jnp.zeros((num_episodes,), bool))
-        step = functools.partial(_episode_step, env=env, network=network, ts=ts,
-                                 deterministic=deterministic, normalize=config.normalize_obs)
-        (_, _, ret, length, _), _ = jax.lax.scan(
-            step, carry, jax.random.split(run_key, max_episode_steps(env)))
+        _, (_, _, ret, length, _), _ = _play(env, network, ts, reset_key, run_key,
+                                             deterministic=deterministic,
+                                             normalize=config.normalize_obs)
         return ret, length
 
     ret, length = run(train_state, key)
@@ -74,13 +83,10 @@ def play_episode(config: PPOConfig, train_state: TrainState, key: jax.Array,
 
     @jax.jit
     def run(ts, key):
-        obs, state = env.reset(key)
-        carry = (state, obs, jnp.zeros((1,)), jnp.zeros((1,), jnp.int32), jnp.zeros((1,), bool))
-        step = functools.partial(_episode_step, env=env, network=network, ts=ts,
-                                 deterministic=deterministic, normalize=config.normalize_obs)
-        (_, _, _, length, _), (inner, returns) = jax.lax.scan(
-            step, carry, jax.random.split(key, max_episode_steps(env)))
-        return state.inner, inner, returns, length
+        first, (_, _, _, length, _), (inner, returns) = _play(
+            env, network, ts, key, key, deterministic=deterministic,
+            normalize=config.normalize_obs)
+        return first.inner, inner, returns, length
 
     first, inner, returns, length = jax.device_get(run(train_state, key))
     length = int(length[0])

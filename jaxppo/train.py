@@ -73,11 +73,17 @@ def learning_rate(hp: Hparams, config: PPOConfig, step: jax.Array) -> jax.Array:
     return hp.lr * (1.0 - step.astype(jnp.float32) / config.num_updates)
 
 
+def init_keys(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`(network, env, run)` keys of a run's initial state, from its seed key."""
+    net_key, env_key, run_key = jax.random.split(key, 3)
+    return net_key, env_key, run_key
+
+
 def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
                 network: ActorCritic, axis_name: str | None = None, params=None) -> RunnerState:
     """The state before the first update. `params` may be passed in, initialized already from
     the same `key` (`train.init_params`): the sharded paths do that outside their mesh."""
-    net_key, env_key, run_key = jax.random.split(key, 3)
+    net_key, env_key, run_key = init_keys(key)
     if params is None:
         params = init_params(network, net_key, env.obs_shape)
     opt_state = make_optimizer(hp, config).init(params)
@@ -222,7 +228,7 @@ def make_train(config: PPOConfig, *, memory_check: bool = True, axis_name: str |
 
     def initial_params(key: jax.Array):
         """The network parameters `init(key)` starts from (orthogonal init)."""
-        return init_params(network, jax.random.split(key, 3)[0], env.obs_shape)
+        return init_params(network, init_keys(key)[0], env.obs_shape)
 
     def run(runner: RunnerState, hparams: Hparams | None = None,
             num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:

@@ -33,7 +33,8 @@ def _scanner(env: VecEnv):
         rand = env.draw_randomness(jax.random.fold_in(key, 1), actions.shape[0])
 
         def body(state, xs):
-            return env.step_with(*xs[:1], state, xs[1])
+            rand, action = xs
+            return env.step_with(rand, state, action)
 
         return jax.lax.scan(body, state, (rand, actions))[1]
 
