@@ -129,8 +129,8 @@ class BraxEnv:
         del key  # Brax's dynamics are deterministic; randomness enters through resets only
         inner = self.brax_env.step(state.inner, action)
         terminated = inner.done > 0.5
-        return inner.obs.astype(jnp.float32), BraxState(inner, state.time + 1), inner.reward, \
-            terminated, {}
+        return (inner.obs.astype(jnp.float32), BraxState(inner, state.time + 1), inner.reward,
+                terminated, {})
 
     def is_truncated(self, state: BraxState, params: BraxParams) -> jax.Array:
         return state.time >= params.max_steps_in_episode

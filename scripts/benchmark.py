@@ -36,7 +36,8 @@ def machine() -> str:
 def timed(fn, *args, repeats: int):
     """(compile_s, median run_s) of `jax.jit(fn)(*args)`, compiled as `jaxppo train` compiles."""
     t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile(compiler_options(jax.default_backend()))
+    compiled = jax.jit(fn).lower(*args).compile(
+        compiler_options=compiler_options(jax.default_backend()))
     compile_s = time.perf_counter() - t0
     runs = []
     for _ in range(repeats):
