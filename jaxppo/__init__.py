@@ -1,37 +1,68 @@
 """jaxppo: PPO whose whole training run compiles into one `jax.lax.scan`.
 
-    from jaxppo import PPOConfig, make_train
-    train = make_train(PPOConfig(env_id="CartPole-v1"))
-    out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), 8))
+    import jax, jaxppo
+    config = jaxppo.load_config("configs/cartpole.yaml")
+    result = jaxppo.Experiment(config, seeds=8).run()          # logged, checkpointed, resumable
+    out = jax.jit(jax.vmap(jaxppo.make_train(config)))(jax.random.split(jax.random.key(0), 8))
 """
 
 from jaxppo._xla import apply_xla_cpu_flags
 
 apply_xla_cpu_flags()  # before anything creates the CPU backend
 
-from jaxppo.checkpoint import Checkpoint, CheckpointError, load_checkpoint  # noqa: E402
-from jaxppo.config import ConfigError, Hparams, PPOConfig, load_config  # noqa: E402
+from jaxppo.callbacks import (  # noqa: E402
+    Callback,
+    Checkpointer,
+    ChunkEvent,
+    Progress,
+    RunInfo,
+    RunResult,
+    StopAtReturn,
+)
+from jaxppo.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
+from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
+from jaxppo.distributed import init_distributed, make_mesh  # noqa: E402
+from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
+from jaxppo.experiment import Experiment, SweepResult, sweep  # noqa: E402
 from jaxppo.gae import compute_gae  # noqa: E402
+from jaxppo.logger import CsvLogger, TensorBoardLogger, WandbLogger  # noqa: E402
 from jaxppo.memory import MemoryEstimate, estimate_memory  # noqa: E402
-from jaxppo.sharding import ShardedTrain, make_mesh, make_sharded_train  # noqa: E402
-from jaxppo.train import TrainOutput, TrainState, make_train  # noqa: E402
+from jaxppo.sharding import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
+from jaxppo.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 
 __all__ = [
+    "Callback",
     "Checkpoint",
     "CheckpointError",
+    "Checkpointer",
+    "ChunkEvent",
     "ConfigError",
+    "CsvLogger",
+    "Experiment",
     "Hparams",
     "MemoryEstimate",
+    "MeshPlacement",
     "PPOConfig",
+    "Progress",
+    "RunInfo",
+    "RunResult",
     "ShardedTrain",
+    "StopAtReturn",
+    "SweepResult",
+    "TensorBoardLogger",
     "TrainOutput",
     "TrainState",
+    "Trainer",
+    "UsageError",
+    "WandbLogger",
     "compute_gae",
     "estimate_memory",
+    "init_distributed",
     "load_checkpoint",
     "load_config",
     "make_mesh",
     "make_sharded_train",
     "make_train",
+    "sweep",
 ]
 __version__ = "0.1.0"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from importlib import metadata
 
+import jax
+
 FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 
 
@@ -41,3 +43,19 @@ def compiler_options(backend: str) -> dict | None:
     if backend != "cpu" or "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
         return None
     return {"xla_backend_optimization_level": 2}
+
+
+def setup_compilation_cache(enabled: bool = True) -> None:
+    """JAX's persistent compilation cache (`JAXPPO_CACHE_DIR`, default ~/.cache/jaxppo/xla):
+    a repeated command skips most of its compile. An unwritable cache is not worth failing for."""
+    if not enabled:
+        return
+    cache_dir = os.environ.get("JAXPPO_CACHE_DIR",
+                               os.path.join(os.path.expanduser("~"), ".cache", "jaxppo", "xla"))
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+    except OSError:
+        return
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

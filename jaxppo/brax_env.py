@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxppo.errors import ConfigError
+
 PREFIX = "brax/"
 EPISODE_LENGTH = 1000
 INSTALL_HINT = "pip install 'jaxppo[brax]'"
@@ -35,8 +37,6 @@ def is_brax_id(env_id: str) -> bool:
 
 
 def _config_error(message: str):
-    from jaxppo.config import ConfigError
-
     return ConfigError(f"config key 'env_id': {message}")
 
 

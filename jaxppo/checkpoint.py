@@ -21,30 +21,14 @@ import msgpack
 import numpy as np
 from flax import serialization
 
-from jaxppo.config import ConfigError, PPOConfig, config_from_dict
+from jaxppo.config import PPOConfig, config_from_dict
+from jaxppo.errors import CheckpointError, ConfigError
+from jaxppo.keys import is_key, to_host
+from jaxppo.train import make_train
 
 FORMAT = "jaxppo-checkpoint"
 VERSION = 1
 FILENAME = "checkpoint.msgpack"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used; the message is one line naming the problem."""
-
-
-def is_key(x) -> bool:
-    """A typed PRNG key array (or its abstract shape)."""
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
-def keys_as_data(tree):
-    """Typed PRNG keys become their raw uint32 data (still on device, still sharded)."""
-    return jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, tree)
-
-
-def _to_host(tree):
-    """Typed PRNG keys become their raw uint32 data; everything becomes NumPy."""
-    return jax.tree.map(np.asarray, keys_as_data(tree))
 
 
 def checkpoint_path(path: str | os.PathLike) -> str:
@@ -58,15 +42,16 @@ def checkpoint_path(path: str | os.PathLike) -> str:
 
 
 def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_runs: int,
-                    extra: dict | None = None) -> str:
+                    extra: dict | None = None, allow_nonfinite: bool = False) -> str:
     """Write atomically: a temp file in the same dir, fsync, then rename over the old one.
 
     A kill during the save leaves the previous checkpoint intact, and a diverged (non-finite)
-    state is refused, so a bad state never replaces a good checkpoint.
+    state is refused, so a bad state never replaces a good checkpoint (`allow_nonfinite`: a
+    sweep, whose diverged agents are flagged and whose others go on).
     """
-    host = _to_host(runner)
+    host = to_host(runner)
     train_state = getattr(host, "train_state", host)
-    if not all(np.isfinite(x).all() for x in jax.tree.leaves(train_state)
+    if not allow_nonfinite and not all(np.isfinite(x).all() for x in jax.tree.leaves(train_state)
                if np.issubdtype(x.dtype, np.floating)):
         raise CheckpointError("refusing to save a checkpoint with NaN/Inf parameters (the run "
                               "diverged); the previous checkpoint is kept")
@@ -167,8 +152,6 @@ class Checkpoint:
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Load a checkpoint from a run dir, its `checkpoint/` dir, or the file."""
-    from jaxppo.train import make_train
-
     header, state = read_checkpoint(path)
     try:
         config = config_from_dict(header["config"], source="checkpoint config")

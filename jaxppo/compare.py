@@ -7,7 +7,7 @@ then repeat 2, ...), so slow drift of the machine hits all systems alike and no 
 another's warm caches or threads. Each child reports its setup time (jaxppo: compile; SB3: env
 processes and model), its run time and SPS, the wall time at which it reached the solve
 threshold counted from its start (so including compile/setup), and its final return. The solve
-rule is the same code for every system (`logger.SolveTracker`: mean over seeds of each seed's
+rule is the same code for every system (`stats.SolveTracker`: mean over seeds of each seed's
 mean return over its last 20 episodes).
 
 The mapping of `PPOConfig` to SB3's `PPO(...)` is `sb3_kwargs`; where the two algorithms differ
@@ -26,7 +26,14 @@ import sys
 import time
 from typing import Any
 
-from jaxppo.config import ConfigError, PPOConfig
+import numpy as np
+
+from jaxppo._xla import setup_compilation_cache
+from jaxppo.config import PPOConfig
+from jaxppo.errors import ConfigError
+from jaxppo.experiment import Experiment
+from jaxppo.plots import plot_compare
+from jaxppo.stats import SOLVE_THRESHOLDS, SolveTracker
 
 SYSTEMS = ("jaxppo", "jaxppo-seeds", "sb3-dummy", "sb3-subproc")
 """jaxppo with 1 seed; jaxppo with N vmapped seeds; SB3 with DummyVecEnv; SB3 with SubprocVecEnv."""
@@ -131,35 +138,21 @@ def make_sb3(config: PPOConfig, subproc: bool, seed: int):
 # ---------------------------------------------------------------------------------------------
 # one system, in a child process
 def _run_jaxppo(config: PPOConfig, seeds: int, seed: int, t0: float) -> dict:
-    import tempfile
-
-    from jaxppo.driver import Driver
-    from jaxppo.logger import RunLogger
-
-    driver = Driver(config, seeds)
-    keys = driver.keys(seed)
-    driver.compile(keys)
-    setup = time.perf_counter() - t0
-    with tempfile.TemporaryDirectory() as tmp:
-        logger = RunLogger(tmp, config, seeds, run_names=[], progress=False, tensorboard=False)
-        driver.run(driver.init(keys), 0, lambda r, res: logger.log_chunk(res) or True, t0)
-        summary = logger.close(compile_s=driver.compile_s, wall_s=time.perf_counter() - t0,
-                               finished=True, env_steps_done=config.env_steps)
+    exp = Experiment(config, seeds=seeds, seed=seed, logdir=None, progress=False)
+    result = exp.run()
+    before = exp.t_start - t0  # process work before the run started (imports, env, checks)
+    setup = before + result.compile_s
     run_s = time.perf_counter() - t0 - setup
-    solved = summary["solved"]
+    solved = result.solved
     return {"setup_s": setup, "run_s": run_s, "env_steps": config.env_steps * seeds,
             "sps": config.env_steps * seeds / run_s,
-            "solve_s": solved["wall_s"] if solved else None,
+            "solve_s": before + solved["wall_s"] if solved else None,
             "solve_steps": solved["env_steps"] if solved else None,
-            "final_return": summary["final_return_mean"]}
+            "final_return": float(np.mean(result.final_return))}
 
 
 def _run_sb3(config: PPOConfig, subproc: bool, seed: int, t0: float) -> dict:
-    import numpy as np
     from stable_baselines3.common.callbacks import BaseCallback
-
-    from jaxppo.envs import SOLVE_THRESHOLDS
-    from jaxppo.logger import SolveTracker
 
     model = make_sb3(config, subproc, seed)
     setup = time.perf_counter() - t0
@@ -330,15 +323,11 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
         w.writerows(rows)
     with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config.to_dict(), f, indent=2)
-    from jaxppo.plots import plot_compare
-
     plot_compare(os.path.join(out_dir, "compare.png"), rows, f"{config.env_id}, "
                  f"{config.env_steps:,} steps")
     return md
 
 
 if __name__ == "__main__":
-    from jaxppo.cli import setup_compilation_cache
-
     setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
     _worker(sys.argv[1:])

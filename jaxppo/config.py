@@ -10,17 +10,18 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 import os
+import re
 import typing
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 import yaml
 
-
-class ConfigError(ValueError):
-    """A bad configuration value; the message is one line naming the key and the fix."""
-
+from jaxppo.envs import check_env_id
+from jaxppo.errors import ConfigError
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 COMPUTE_DTYPES = ("float32", "bfloat16")
@@ -119,43 +120,55 @@ def _fail(key: str, problem: str, fix: str) -> typing.NoReturn:
     raise ConfigError(f"config key '{key}': {problem}; {fix}")
 
 
-def _check_type(key: str, value: Any) -> None:
+def _as_int(value: Any) -> int | None:
+    """`value` as an int if it is one (a NumPy integer too, or an integral float such as YAML's
+    `1e6`), else None. Booleans are not integers here."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """`value` as the field's Python type, or a one-line ConfigError. What YAML and NumPy hand
+    over naturally is accepted: lists for tuples, ints for floats, integral floats for ints,
+    NumPy scalars for their Python twins."""
     hint = _HINTS[key]
     optional = type(None) in typing.get_args(hint)
     if value is None:
         if not optional:
             _fail(key, "must not be null", f"give a value (default {FIELDS[key].default!r})")
-        return
+        return None
     base = [a for a in typing.get_args(hint) if a is not type(None)][0] if optional else hint
+    out: Any = None
     if base is bool:
-        ok = isinstance(value, bool)
+        out = bool(value) if isinstance(value, (bool, np.bool_)) else None
     elif base is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
+        out = _as_int(value)
     elif base is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        real = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+        out = float(value) if real else None
     elif base is str:
-        ok = isinstance(value, str)
-    else:  # tuple[int, ...]
-        ok = isinstance(value, tuple) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        )
-    if not ok:
+        out = str(value) if isinstance(value, str) else None
+    elif isinstance(value, (list, tuple)):  # tuple[int, ...]
+        ints = [_as_int(v) for v in value]
+        out = tuple(ints) if None not in ints else None
+    if out is None:
         want = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
         _fail(key, f"got {value!r} ({type(value).__name__})",
               f"use {want.get(base, 'a list of integers')}")
+    return out
 
 
 def _validate(c: PPOConfig) -> None:
-    # Coerce what YAML and humans write naturally: lists for tuples, ints for floats.
-    if isinstance(c.hidden_sizes, list):
-        object.__setattr__(c, "hidden_sizes", tuple(c.hidden_sizes))
     for name in FIELDS:
-        _check_type(name, getattr(c, name))
-        v = getattr(c, name)
-        if _HINTS[name] is float or (name == "target_kl" and v is not None):
-            object.__setattr__(c, name, float(v))
-            if not math.isfinite(float(v)):
-                _fail(name, f"got {v!r}", "use a finite number")
+        v = _coerce(name, getattr(c, name))
+        object.__setattr__(c, name, v)
+        if isinstance(v, float) and not math.isfinite(v):
+            _fail(name, f"got {v!r}", "use a finite number")
 
     for name in ("total_timesteps", "num_envs", "num_steps", "update_epochs", "num_minibatches"):
         if getattr(c, name) <= 0:
@@ -193,8 +206,6 @@ def _validate(c: PPOConfig) -> None:
     if c.total_timesteps > _INT32_MAX:
         _fail("total_timesteps", f"{c.total_timesteps} exceeds {_INT32_MAX}",
               "split the run, or use fewer steps")
-    from jaxppo.envs import check_env_id  # late import: envs imports gymnax, heavy
-
     check_env_id(c.env_id)
 
 
@@ -208,14 +219,34 @@ def _near_divisor(n: int, k: int) -> int:
     return min(divisors(n), key=lambda d: (abs(d - k), d))
 
 
-# What CleanRL / Stable-Baselines3 / PureJaxRL call some of our keys, for the suggestion.
+# What CleanRL / Stable-Baselines3 / PureJaxRL call some of our keys, for the suggestion. Case
+# is ignored when matching, so PureJaxRL's upper-case names (`LR`, `NUM_ENVS`) need no entry.
 _OTHER_NAMES = {
-    "learning_rate": "lr", "LR": "lr", "clip_coef": "clip_eps", "clip_range": "clip_eps",
-    "CLIP_EPS": "clip_eps", "n_steps": "num_steps", "n_epochs": "update_epochs",
-    "n_envs": "num_envs", "env_name": "env_id", "env": "env_id", "anneal_learning_rate": "anneal_lr",
+    "learning_rate": "lr", "clip_coef": "clip_eps", "clip_range": "clip_eps",
+    "n_steps": "num_steps", "n_epochs": "update_epochs", "n_envs": "num_envs",
+    "env_name": "env_id", "env": "env_id", "anneal_learning_rate": "anneal_lr",
     "norm_advantage": "norm_adv", "normalize_advantage": "norm_adv", "net_arch": "hidden_sizes",
-    "activation_fn": "activation", "clip_range_vf": "clip_vloss", "batch_size": "num_minibatches",
+    "activation_fn": "activation", "clip_range_vf": "clip_vloss",
 }
+# Sizes other libraries set directly and jaxppo derives (SB3's `batch_size` is the minibatch
+# size; jaxppo's `batch_size` is the read-only num_envs * num_steps), so no key is "the same".
+_DERIVED = ("batch_size", "minibatch_size")
+_DERIVED_FIX = ("jaxppo derives the batch (num_envs * num_steps) and the minibatch size from "
+                "num_minibatches (minibatch = num_envs * num_steps / num_minibatches)")
+_SUGGEST = {**{k.lower(): v for k, v in _OTHER_NAMES.items()}, **{k: k for k in FIELDS},
+            **{k: k for k in _DERIVED}}
+
+
+def _unknown_key_fix(key: Any) -> str:
+    """The fix for an unknown key: the jaxppo key for a typo of ours or of another library's
+    name (`lerning_rate` -> `lr`), the derivation for batch sizes, else the valid keys."""
+    name = str(key).lower()
+    close = [name] if name in _SUGGEST else difflib.get_close_matches(name, list(_SUGGEST), n=1)
+    if not close:
+        return f"valid keys: {', '.join(FIELDS)}"
+    if _SUGGEST[close[0]] in _DERIVED:
+        return _DERIVED_FIX
+    return f"did you mean '{_SUGGEST[close[0]]}'?"
 
 
 def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfig:
@@ -224,23 +255,85 @@ def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfi
         raise ConfigError(f"{source}: expected a mapping of key: value, got {type(values).__name__}")
     for key in values:
         if key not in FIELDS:
-            close = [_OTHER_NAMES[key]] if key in _OTHER_NAMES else difflib.get_close_matches(
-                str(key), list(FIELDS), n=1)
-            fix = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(FIELDS)}"
-            raise ConfigError(f"{source}: unknown key '{key}'; {fix}")
+            raise ConfigError(f"{source}: unknown key '{key}'; {_unknown_key_fix(key)}")
     return PPOConfig(**values)
 
 
+# YAML 1.2 floats. PyYAML implements YAML 1.1, whose floats need a dot and a signed exponent,
+# so `3e-4` and `1e6` (the way people write learning rates and budgets) would load as strings.
+# This resolver runs after 1.1's int resolver, so `1000` stays an int.
+_FLOAT_1_2 = re.compile(r"""^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
+                             |[-+]?\.(?:inf|Inf|INF)
+                             |\.(?:nan|NaN|NAN))$""", re.X)
+
+
+class _DuplicateKeyError(yaml.constructor.ConstructorError):
+    def __init__(self, key: Any, lines: tuple[int, int], mark: Any) -> None:
+        super().__init__("while constructing a mapping", None,
+                         f"found duplicate key {key!r} (lines {lines[0]} and {lines[1]})", mark)
+        self.key, self.lines = key, lines
+
+
+class _NestingTooDeepError(yaml.YAMLError):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader (tags never construct objects) with YAML 1.2 floats and no duplicate keys."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue  # a `<<` merge may repeat keys on purpose; it overrides them
+            key, line = self.construct_object(key_node), key_node.start_mark.line + 1
+            if key in lines:
+                raise _DuplicateKeyError(key, (lines[key], line), key_node.start_mark)
+            lines[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, list("-+.0123456789"))
+
+
+def yaml_load(text: str) -> Any:
+    """`yaml.safe_load(text)`, but numbers follow YAML 1.2 (`3e-4` and `1e6` are floats) and a
+    key repeated in one mapping raises `yaml.YAMLError` instead of the last one silently winning."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    except RecursionError:
+        raise _NestingTooDeepError("nesting is too deep to parse") from None
+    finally:
+        loader.dispose()
+
+
+def parse_value(text: str) -> Any:
+    """One `--set KEY=VALUE` value, read as YAML would read it in a config file (`3e-4` -> 0.0003,
+    `[64, 64]` -> a list, `null` -> None, `tanh` -> 'tanh'); raises `yaml.YAMLError` if it cannot."""
+    return yaml_load(text)
+
+
 def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PPOConfig:
-    """Read a YAML config (safe_load: tags never construct objects) and apply `overrides`."""
+    """Read a YAML config (`yaml_load`: safe, YAML 1.2 numbers, no duplicate keys) and apply
+    `overrides`."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise ConfigError(f"cannot read config file '{path}': {e.strerror or e}; "
                           "check the path (shipped configs are in configs/)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file '{path}': not UTF-8 text (byte {e.object[e.start]:#04x} "
+                          f"at offset {e.start}); save it as UTF-8") from None
     try:
-        values = yaml.safe_load(text)
+        values = yaml_load(text)
+    except _DuplicateKeyError as e:
+        raise ConfigError(f"config file '{path}': key '{e.key}' appears twice (lines "
+                          f"{e.lines[0]} and {e.lines[1]}); keep one") from None
+    except _NestingTooDeepError:
+        raise ConfigError(f"config file '{path}': YAML nesting is too deep to parse; a config "
+                          "is a flat mapping of key: value") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -272,6 +365,21 @@ class Hparams(NamedTuple):
 
     @classmethod
     def stack(cls, configs_or_hparams: list) -> Hparams:
-        """Stack several settings along a leading axis, for `jax.vmap(train, in_axes=(None, 0))`."""
-        hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in configs_or_hparams]
-        return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=False)))
+        """Stack several settings along a leading axis, for `jax.vmap(train, in_axes=(None, 0))`.
+
+        Only the `Hparams` fields can differ: configs that differ in anything else (a size, a
+        switch) raise, since one compiled `train` would silently run them all the same way.
+        """
+        items = list(configs_or_hparams)
+        if not items:
+            raise ConfigError("Hparams.stack: got no settings; pass at least one PPOConfig "
+                              "or Hparams")
+        configs = [c for c in items if isinstance(c, PPOConfig)]
+        static = [name for name in FIELDS if name not in cls._fields
+                  and len({getattr(c, name) for c in configs}) > 1]
+        if static:
+            raise ConfigError(f"Hparams.stack: the configs differ in {', '.join(static)}, which "
+                              "are static (shapes, loop lengths, switches); sweep them with "
+                              "separate make_train calls (one compile each)")
+        hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in items]
+        return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=True)))

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxppo import brax_env
+from jaxppo.errors import ConfigError
 
 _EXTRA_ENVS: dict[str, Callable[[], Any]] = {}
 
@@ -29,19 +30,24 @@ def register_env(env_id: str, factory: Callable[[], Any]) -> None:
     _EXTRA_ENVS[env_id] = factory
 
 
+def _registered() -> dict[str, Callable[[], Any]]:
+    """User-registered ids and the probe envs. gymnax and the probes are imported here, not at
+    module level: importing a gymnax env module creates arrays, which starts JAX's backend, and
+    that must wait for `jax.distributed.initialize` in a multi-process run."""
+    from jaxppo.probes import PROBES
+
+    return {**PROBES, **_EXTRA_ENVS}
+
+
 def available_env_ids() -> list[str]:
     import gymnax
 
-    from jaxppo import probes  # noqa: F401  (registers the probe envs)
-
-    return sorted(set(gymnax.registered_envs) | set(_EXTRA_ENVS))
+    return sorted(set(gymnax.registered_envs) | set(_registered()))
 
 
 def check_env_id(env_id: str) -> None:
     """Raise `ConfigError` naming close matches when `env_id` is not a known environment
     (a gymnax or registered id, or `brax/<name>` for Brax's registry)."""
-    from jaxppo.config import ConfigError
-
     brax = brax_env.is_brax_id(env_id)
     ids = brax_env.brax_env_ids() if brax else available_env_ids()
     if env_id not in ids:
@@ -61,8 +67,9 @@ def make_gymnax_env(env_id: str) -> tuple[Any, Any]:
     if brax_env.is_brax_id(env_id):
         env = brax_env.make_brax_env(env_id)
         return env, env.default_params
-    if env_id in _EXTRA_ENVS:
-        env = _EXTRA_ENVS[env_id]()
+    registered = _registered()
+    if env_id in registered:
+        env = registered[env_id]()
         return env, env.default_params
     import gymnax
 
@@ -193,19 +200,3 @@ class VecEnv:
         chex.assert_shape([step.obs, step.final_obs], (self.num_envs, *self.obs_shape))
         chex.assert_shape([step.reward, step.terminated, step.done], (self.num_envs,))
         return new_state, step
-
-
-SOLVE_THRESHOLDS: dict[str, float] = {
-    # Gymnasium's reward_threshold where it has one; MinAtar has none.
-    "CartPole-v1": 475.0,
-    "Acrobot-v1": -100.0,
-    "MountainCar-v0": -110.0,
-    "MountainCarContinuous-v0": 90.0,
-    "Pendulum-v1": -200.0,
-    # Brax tasks: the reward_threshold of Gymnasium's MuJoCo counterpart (same reward terms and
-    # 1000-step episodes): InvertedDoublePendulum-v4, InvertedPendulum-v4, Hopper-v4, Ant-v4.
-    "brax/inverted_double_pendulum": 9100.0,
-    "brax/inverted_pendulum": 950.0,
-    "brax/hopper": 3800.0,
-    "brax/ant": 6000.0,
-}

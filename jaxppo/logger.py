@@ -1,7 +1,12 @@
-"""Host-side logging for a run directory: metrics.csv, TensorBoard (CleanRL's tag names),
-live progress, the solve point, summary.json and curve.png.
+"""Run-directory logging, as callbacks: `metrics.csv`, TensorBoard (CleanRL's tag names),
+Weights & Biases (optional), and `summary.json` + `curve.png` at the end.
 
-Only the host writes files, between compiled chunks; nothing here runs inside jit.
+CSV and TensorBoard writes run on a writer thread each, overlapping the next chunk's compute
+(XLA releases the GIL while it runs); a failed write (disk full, ...) is re-raised on the main
+thread at the next chunk, so it stops the run loudly instead of being lost.
+
+Logged per update. `episodic_return` / `episodic_length` are written only for updates in which
+an episode ended (CleanRL's rule; an empty CSV cell otherwise), never a stale repeat.
 """
 
 from __future__ import annotations
@@ -12,19 +17,15 @@ import os
 import queue
 import sys
 import threading
-import time
 
 import numpy as np
 import yaml
 
+from jaxppo.callbacks import Callback, ChunkEvent, RunInfo, RunResult
 from jaxppo.config import PPOConfig
-from jaxppo.envs import SOLVE_THRESHOLDS
+from jaxppo.errors import UsageError
+from jaxppo.plots import plot_curve
 from jaxppo.train import METRIC_NAMES
-
-SOLVE_WINDOW = 20
-"""A run counts as solved once the mean over seeds of each seed's mean return over its last
-SOLVE_WINDOW episodes reaches the env's threshold (Gymnasium's reward_threshold, which it
-defines over 100 episodes; 20 keeps short runs meaningful). One lucky episode is not a solve."""
 
 TB_TAGS = {
     "episodic_return": "charts/episodic_return",
@@ -35,11 +36,20 @@ TB_TAGS = {
     "value_loss": "losses/value_loss",
     "entropy": "losses/entropy",
     "approx_kl": "losses/approx_kl",
+    "old_approx_kl": "losses/old_approx_kl",
     "clipfrac": "losses/clipfrac",
     "explained_variance": "losses/explained_variance",
     "grad_norm": "losses/grad_norm",
     "minibatch_fraction": "losses/minibatch_fraction",
 }
+EPISODE_METRICS = ("episodic_return", "episodic_length")  # only where an episode ended
+CSV_METRICS = tuple(k for k in METRIC_NAMES if k != "env_steps")
+CSV_HEADER = ["update", "run", "env_steps", "wall_s", *CSV_METRICS]
+
+
+def write_config(run_dir: str, config: PPOConfig) -> None:
+    with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump(config.to_dict(), f, sort_keys=False)
 
 
 def import_tensorboardx():
@@ -57,231 +67,203 @@ def import_tensorboardx():
     return tensorboardX
 
 
-def write_config(run_dir: str, config: PPOConfig) -> None:
-    with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
-        yaml.safe_dump(config.to_dict(), f, sort_keys=False)
+class _Background(Callback):
+    """Runs `_write(event)` on a writer thread; errors surface on the main thread."""
 
-
-class SolveTracker:
-    """The solve rule, fed one update (or one SB3 rollout) at a time, so jaxppo and the PyTorch
-    pipeline in `jaxppo compare` are judged by the same code."""
-
-    def __init__(self, threshold: float | None, num_runs: int):
-        self.threshold = threshold
-        self.history: list[list[tuple[float, float]]] = [[] for _ in range(num_runs)]
-
-    def add(self, mean_returns, counts) -> bool:
-        """Record each run's (mean return, episode count) of one update; True once solved."""
-        window = []
-        for r, hist in enumerate(self.history):
-            if counts[r] > 0:
-                hist.append((float(mean_returns[r]), float(counts[r])))
-            window.append(self._trailing_mean(hist))
-        return (self.threshold is not None and all(w is not None for w in window)
-                and float(np.mean(window)) >= self.threshold)
-
-    @staticmethod
-    def _trailing_mean(history: list[tuple[float, float]]) -> float | None:
-        """Episode-weighted mean return over the last >= SOLVE_WINDOW episodes, or None."""
-        total = count = 0.0
-        for mean, n in reversed(history):
-            total += mean * n
-            count += n
-            if count >= SOLVE_WINDOW:
-                return total / count
-        return None
-
-
-class Progress:
-    """A tqdm bar on a terminal; plain flushed lines otherwise (CI logs, pipes)."""
-
-    def __init__(self, total_steps: int, enabled: bool, start_steps: int = 0):
-        self.enabled = enabled
-        self.total = total_steps
-        self.bar = None
-        if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total_steps, initial=start_steps, unit="step",
-                            unit_scale=True, dynamic_ncols=True)
-
-    def update(self, steps: int, sps: float, mean_return: float, wall_s: float) -> None:
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.n = steps
-            self.bar.set_postfix(SPS=f"{sps:,.0f}", ret=f"{mean_return:.1f}", refresh=False)
-            self.bar.refresh()
-        else:
-            pct = 100.0 * steps / self.total
-            print(f"[{pct:5.1f}%] steps {steps:,} | SPS {sps:,.0f} | mean return "
-                  f"{mean_return:.2f} | t={wall_s:.1f}s", flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-class RunLogger:
-    """Writes everything a run directory holds, chunk by chunk. Runs = seeds (or settings x seeds)."""
-
-    def __init__(self, run_dir: str, config: PPOConfig, num_runs: int, *, run_names: list[str],
-                 progress: bool, tensorboard: bool = True, start_update: int = 0,
-                 previous: dict | None = None):
-        self.run_dir = run_dir
-        self.config = config
-        self.num_runs = num_runs
-        self.run_names = run_names
-        self.threshold = SOLVE_THRESHOLDS.get(config.env_id)
-        prev = previous or {}
-        self.solved = prev.get("solved")
-        self.time_offset = float(prev.get("wall_s", 0.0))  # resumed runs keep counting
-        self.episodes = np.asarray(prev.get("episodes_per_run", np.zeros(num_runs)), float)
-        self.tracker = SolveTracker(self.threshold, num_runs)
-        self.steps_timed = 0
-        self.run_time = 0.0
-        self.last_returns = None
-        csv_path = os.path.join(run_dir, "metrics.csv")
-        new_csv = not os.path.exists(csv_path) or start_update == 0
-        self._csv_file = open(csv_path, "w" if new_csv else "a", newline="", encoding="utf-8")
-        self._csv = csv.writer(self._csv_file)
-        if new_csv:
-            self._csv.writerow(["update", "run", "env_steps", "wall_s", *METRIC_NAMES])
-        self.writers = []
-        if tensorboard:
-            SummaryWriter = import_tensorboardx().SummaryWriter
-            for name in run_names:
-                w = SummaryWriter(os.path.join(run_dir, "tb", name))
-                if start_update == 0:
-                    rows = "\n".join(f"|{k}|{v}|" for k, v in config.to_dict().items())
-                    w.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
-                self.writers.append(w)
-        self.progress = Progress(config.env_steps, progress,
-                                 start_steps=start_update * config.batch_size)
-        # CSV and TensorBoard writes run on a writer thread, overlapping the next chunk's compute
-        # (XLA releases the GIL while it runs); `close` waits for every row to be written.
+    def _start_writer(self) -> None:
         self._queue: queue.Queue = queue.Queue()
-        self._write_error: BaseException | None = None
-        self._writer = threading.Thread(target=self._write_loop, daemon=True)
-        self._writer.start()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
 
-    def _write_loop(self) -> None:
+    def _loop(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            if self._write_error is None:
+            if self._error is None:
                 try:
-                    self._write(*item)
+                    self._write(item)
                 except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
-                    self._write_error = e
+                    self._error = e
 
-    def _raise_write_error(self) -> None:
-        if self._write_error is not None:
-            raise self._write_error
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
 
-    def _write(self, m: dict, first_update: int, wall: float, sps: float) -> None:
-        R, C = m["env_steps"].shape
-        for j in range(C):
-            for r in range(R):
-                self._csv.writerow([first_update + j + 1, r, int(m["env_steps"][r, j]),
-                                    f"{wall:.3f}", *(f"{float(m[k][r, j]):.6g}"
-                                                     for k in METRIC_NAMES)])
-        self._csv_file.flush()
-        from tensorboardX.proto.summary_pb2 import Summary
+    def on_chunk(self, event: ChunkEvent) -> None:
+        self._raise()
+        self._queue.put(event)
 
-        for r, w in enumerate(self.writers):
-            file_writer = w._get_file_writer()
-            for j in range(C):
-                # One event per update carrying every scalar: ~12x fewer events than add_scalar.
-                values = [Summary.Value(tag=tag, simple_value=float(m[k][r, j]))
-                          for k, tag in TB_TAGS.items()]
-                file_writer.add_summary(Summary(value=values), int(m["env_steps"][r, j]))
-            w.add_scalar("charts/SPS", sps, int(m["env_steps"][r, -1]))
-            w.flush()
-
-    def log_chunk(self, result) -> None:
-        self._raise_write_error()  # a failed write (disk full, ...) stops the run loudly
-        m = result.metrics
-        R, C = m["env_steps"].shape
-        first_update = result.update - C
-        wall = self.time_offset + result.wall_s
-        # SPS over the compiled chunks only (compile time excluded), per run.
-        self.steps_timed += C * self.config.batch_size
-        self.run_time += result.chunk_s
-        sps = self.steps_timed / max(self.run_time, 1e-9)
-        self._queue.put((m, first_update, wall, sps))
-        self._check_solved(m, result, first_update)
-        self.episodes += m["episodes"].sum(1)
-        self.last_returns = m["episodic_return"][:, -1]
-        self.progress.update(int(m["env_steps"][0, -1]), sps * R,
-                             float(np.mean(self.last_returns)), wall)
-
-    def _check_solved(self, m, result, first_update) -> None:
-        if self.solved is not None or self.threshold is None:
-            return
-        C = m["episodic_return"].shape[1]
-        j = next((c for c in range(C)
-                  if self.tracker.add(m["episodic_return"][:, c], m["episodes"][:, c])), None)
-        if j is None:
-            return
-        # The wall second inside a chunk is interpolated: updates take equal time.
-        wall = self.time_offset + result.wall_s - result.chunk_s * (C - j - 1) / C
-        episodes = self.episodes + m["episodes"][:, : j + 1].sum(1)
-        self.solved = {"env_steps": int(m["env_steps"][0, j]), "update": first_update + j + 1,
-                       "episodes": float(np.mean(episodes)), "wall_s": round(float(wall), 3),
-                       "threshold": self.threshold}
-
-    def close(self, *, compile_s: float, wall_s: float, finished: bool,
-              env_steps_done: int, diverged: dict | None = None) -> dict:
-        self.progress.close()
+    def on_end(self, result: RunResult) -> None:
         self._queue.put(None)
-        self._writer.join()
-        self._raise_write_error()
-        self._csv_file.close()
-        for w in self.writers:
-            w.close()
-        returns = self.last_returns if self.last_returns is not None else np.zeros(self.num_runs)
-        total_wall = self.time_offset + wall_s
-        summary = {
-            "env_id": self.config.env_id,
-            "num_runs": self.num_runs,
-            "final_return": [float(x) for x in returns],
-            "final_return_mean": float(np.mean(returns)),
-            "final_return_std": float(np.std(returns)),
-            "wall_s": round(total_wall, 3),
-            "compile_s": round(compile_s, 3),
-            "sps": round(self.steps_timed * self.num_runs / max(self.run_time, 1e-9), 1),
-            "sps_per_run": round(self.steps_timed / max(self.run_time, 1e-9), 1),
-            "env_steps": int(env_steps_done),
-            "episodes_per_run": [float(x) for x in self.episodes],
-            "solved": self.solved,
-            "finished": finished,
-            "diverged": diverged,
-            "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        }
-        with open(os.path.join(self.run_dir, "summary.json"), "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2)
-        return summary
+        self._thread.join()
+        self._close()
+        self._raise()
 
+    def _write(self, event: ChunkEvent) -> None:
+        raise NotImplementedError
 
-class NullLogger:
-    """What processes other than 0 log in a multi-process run: nothing."""
-
-    def log_chunk(self, result) -> None:
+    def _close(self) -> None:
         pass
 
-    def close(self, **kwargs) -> dict:
-        return {}
+
+def _fmt(metric: str, value: float, episodes: float) -> str:
+    if metric in EPISODE_METRICS and episodes <= 0:
+        return ""
+    return f"{value:.6g}"
+
+
+class CsvLogger(_Background):
+    """`metrics.csv`: one row per update per run. A resumed run first cuts the file back to the
+    checkpoint's update, so a run stopped hard (kill -9) and resumed has each update once."""
+
+    def on_start(self, info: RunInfo) -> None:
+        path = os.path.join(info.run_dir, "metrics.csv")
+        kept = []
+        if info.start_update > 0 and os.path.exists(path):
+            with open(path, newline="", encoding="utf-8") as f:
+                rows = list(csv.reader(f))
+            kept = [r for r in rows[1:] if r and r[0].isdigit() and int(r[0]) <= info.start_update]
+        self._file = open(path, "w", newline="", encoding="utf-8")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(CSV_HEADER)
+        self._csv.writerows(kept)
+        self._file.flush()
+        self._start_writer()
+
+    def _write(self, event: ChunkEvent) -> None:
+        m = event.metrics
+        R, C = m["episodes"].shape
+        for j in range(C):
+            for r in range(R):
+                self._csv.writerow([event.first_update + j + 1, r, int(m["env_steps"][r, j]),
+                                    f"{event.wall_s:.3f}",
+                                    *(_fmt(k, float(m[k][r, j]), m["episodes"][r, j])
+                                      for k in CSV_METRICS)])
+        self._file.flush()
+
+    def _close(self) -> None:
+        self._file.close()
+
+
+class TensorBoardLogger(_Background):
+    """`tb/<run name>/`: one event file per run, CleanRL's tags, x-axis = env steps. A resumed
+    run marks its restart step, so TensorBoard hides events a hard stop left after it."""
+
+    def on_start(self, info: RunInfo) -> None:
+        tbx = import_tensorboardx()
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        self._summary = Summary
+        self.writers = []
+        batch = info.config.batch_size
+        for name in info.run_names:
+            w = tbx.FileWriter(os.path.join(info.run_dir, "tb", name))
+            if info.start_update == 0:
+                rows = "\n".join(f"|{k}|{v}|" for k, v in info.config.to_dict().items())
+                w.add_summary(tbx.summary.text("hyperparameters", f"|param|value|\n|-|-|\n{rows}"))
+            else:  # TensorBoard's purge: events at steps >= this one, from earlier, are hidden
+                purge = info.start_update * batch + 1
+                w.add_event(Event(step=purge, file_version="brain.Event:2"))
+                w.add_event(Event(step=purge, session_log=SessionLog(status=SessionLog.START)))
+            self.writers.append(w)
+        self._start_writer()
+
+    def _write(self, event: ChunkEvent) -> None:
+        m = event.metrics
+        sps = event.stats.sps_per_run
+        C = m["episodes"].shape[1]
+        for r, w in enumerate(self.writers):
+            for j in range(C):
+                # One event per update carrying every scalar: ~12x fewer events than add_scalar.
+                ended = m["episodes"][r, j] > 0
+                values = [self._summary.Value(tag=tag, simple_value=float(m[k][r, j]))
+                          for k, tag in TB_TAGS.items() if ended or k not in EPISODE_METRICS]
+                values.append(self._summary.Value(tag="charts/SPS", simple_value=sps))
+                w.add_summary(self._summary(value=values), int(m["env_steps"][r, j]))
+            w.flush()
+
+    def _close(self) -> None:
+        for w in self.writers:
+            w.close()
+
+
+class WandbLogger(Callback):
+    """Weights & Biases (`pip install 'jaxppo[wandb]'`), off unless asked for (CleanRL's
+    `--track`): one W&B run per jaxppo run, the mean over runs of every metric per update
+    under CleanRL's tags, and each run's return as `charts/episodic_return/<run name>`."""
+
+    def __init__(self, project: str = "jaxppo", **init_kwargs):
+        self.project, self.init_kwargs = project, init_kwargs
+
+    def on_start(self, info: RunInfo) -> None:
+        try:
+            import wandb
+        except ImportError:
+            raise UsageError("logging to Weights & Biases needs wandb: "
+                             "pip install 'jaxppo[wandb]'") from None
+        self.run = wandb.init(project=self.project, config=info.config.to_dict(),
+                              dir=info.run_dir, resume="allow", **self.init_kwargs)
+        self.names = info.run_names
+
+    def on_chunk(self, event: ChunkEvent) -> None:
+        m = event.metrics
+        for j in range(m["episodes"].shape[1]):
+            ended = m["episodes"][:, j] > 0
+            row = {tag: float(np.mean(m[k][:, j])) for k, tag in TB_TAGS.items()
+                   if k not in EPISODE_METRICS}
+            if ended.any():
+                for k in EPISODE_METRICS:
+                    row[TB_TAGS[k]] = float(np.mean(m[k][ended, j]))
+                for r in np.flatnonzero(ended):
+                    row[f"charts/episodic_return/{self.names[r]}"] = float(m["episodic_return"][r, j])
+            row["charts/SPS"] = event.sps
+            self.run.log(row, step=int(m["env_steps"][0, j]))
+
+    def on_end(self, result: RunResult) -> None:
+        self.run.summary.update({k: v for k, v in result.summary.items()
+                                 if isinstance(v, (int, float, str))})
+        self.run.finish()
+
+
+class SummaryFile(Callback):
+    """`summary.json` (what `RunResult.summary` holds) and `curve.png` at the end of a run."""
+
+    def on_start(self, info: RunInfo) -> None:
+        self.info = info
+
+    def on_end(self, result: RunResult) -> None:
+        run_dir = self.info.run_dir
+        with open(os.path.join(run_dir, "summary.json"), "w", encoding="utf-8") as f:
+            json.dump(result.summary, f, indent=2)
+        if os.path.exists(os.path.join(run_dir, "metrics.csv")):
+            m = read_metrics_csv(run_dir)
+            if m:
+                plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
+                           forward_fill(m["episodic_return"]), self.info.config.env_id,
+                           result.summary.get("threshold"))
 
 
 def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
-    """metrics.csv back as arrays [R, U] per column."""
+    """metrics.csv back as arrays [R, U] per column (NaN where a cell is empty)."""
     with open(os.path.join(run_dir, "metrics.csv"), encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
+    if not rows:
+        return {}
     runs = max(int(r["run"]) for r in rows) + 1
-    out = {}
-    for k in rows[0]:
-        col = np.array([float(r[k]) for r in rows])
-        out[k] = col.reshape(-1, runs).T
+    return {k: np.array([float(r[k]) if r[k] != "" else np.nan for r in rows]).reshape(-1, runs).T
+            for k in rows[0]}
+
+
+def forward_fill(x: np.ndarray) -> np.ndarray:
+    """[R, U] with each NaN replaced by the run's previous value (0 before the first): a
+    return curve drawn through updates in which no episode ended."""
+    out = np.array(x, float)
+    for row in out:
+        last = 0.0
+        for j, v in enumerate(row):
+            last = v if np.isfinite(v) else last
+            row[j] = last
     return out

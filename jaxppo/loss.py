@@ -31,16 +31,19 @@ class LossInfo(NamedTuple):
     value_loss: jax.Array
     entropy: jax.Array
     approx_kl: jax.Array
+    old_approx_kl: jax.Array
     clipfrac: jax.Array
 
 
 def clipped_policy_loss(
     logp: jax.Array, logp_old: jax.Array, advantages: jax.Array, clip_eps: float | jax.Array
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """`-E[min(ratio * A, clip(ratio, 1-eps, 1+eps) * A)]`, plus approx KL and the clip fraction.
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """`-E[min(ratio * A, clip(ratio, 1-eps, 1+eps) * A)]`, plus two KL estimates and the clip
+    fraction: `(loss, approx_kl, old_approx_kl, clipfrac)`.
 
-    approx KL is the low-variance estimator `E[(ratio - 1) - log ratio]` (Schulman's k3, as
-    CleanRL reports it); clipfrac is the share of samples where `|ratio - 1| > eps`.
+    approx KL is the low-variance estimator `E[(ratio - 1) - log ratio]` (Schulman's k3);
+    old_approx_kl is the naive `E[-log ratio]` (k1), which can go negative. CleanRL logs both.
+    clipfrac is the share of samples where `|ratio - 1| > eps`.
     """
     log_ratio = logp - logp_old
     ratio = jnp.exp(log_ratio)
@@ -48,8 +51,9 @@ def clipped_policy_loss(
     clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
     loss = -jnp.mean(jnp.minimum(unclipped, clipped))
     approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
+    old_approx_kl = jnp.mean(-log_ratio)
     clipfrac = jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32))
-    return loss, jax.lax.stop_gradient(approx_kl), jax.lax.stop_gradient(clipfrac)
+    return loss, *jax.lax.stop_gradient((approx_kl, old_approx_kl, clipfrac))
 
 
 def value_loss(
@@ -84,9 +88,9 @@ def ppo_loss(params, network, batch: Minibatch, hp, *, clip_vloss: bool, norm_ad
     logp = dist.log_prob(batch.actions)
     advantages = (normalize_advantages(batch.advantages, axis_name) if norm_adv
                   else batch.advantages)
-    pg_loss, approx_kl, clipfrac = clipped_policy_loss(logp, batch.logp_old, advantages,
-                                                       hp.clip_eps)
+    pg_loss, approx_kl, old_approx_kl, clipfrac = clipped_policy_loss(
+        logp, batch.logp_old, advantages, hp.clip_eps)
     v_loss = value_loss(values, batch.values_old, batch.returns, hp.clip_eps, clip_vloss)
     entropy = jnp.mean(dist.entropy())
     total = pg_loss + hp.vf_coef * v_loss - hp.ent_coef * entropy
-    return total, LossInfo(total, pg_loss, v_loss, entropy, approx_kl, clipfrac)
+    return total, LossInfo(total, pg_loss, v_loss, entropy, approx_kl, old_approx_kl, clipfrac)

@@ -20,8 +20,10 @@ from typing import NamedTuple
 
 import jax
 
-from jaxppo.checkpoint import is_key
-from jaxppo.config import ConfigError, PPOConfig
+from jaxppo.config import PPOConfig
+from jaxppo.envs import VecEnv
+from jaxppo.errors import ConfigError
+from jaxppo.keys import is_key
 
 SKIP_ENV_VAR = "JAXPPO_SKIP_MEMORY_CHECK"
 _METRICS_PER_UPDATE = 16  # float32 scalars per update (METRIC_NAMES and a little slack)
@@ -60,8 +62,6 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
     `metrics_updates` is how many updates' metrics one call returns (default: the whole run,
     as `train` does; the CLI's chunked driver returns one chunk at a time).
     """
-    from jaxppo.envs import VecEnv
-
     env = env if env is not None else VecEnv(config.env_id, 1)
     T, N, B = config.num_steps, config.num_envs, config.batch_size
     obs_b = 4 * math.prod(env.obs_shape)

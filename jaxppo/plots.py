@@ -46,27 +46,41 @@ def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray
 
 def plot_compare(path: str, rows: list[dict], title: str) -> None:
     """`jaxppo compare`: SPS (log scale) and time to solve, one bar per system."""
+    fig = compare_figure(rows, title)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def compare_figure(rows: list[dict], title: str) -> plt.Figure:
+    """The `plot_compare` figure. The time-to-solve panel is left out when no system solved:
+    a panel of empty bars would only show a meaningless axis."""
     labels = [r["label"] for r in rows]
     y = np.arange(len(rows))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 0.5 * len(rows) + 2), sharey=True)
+    any_solved = any(r["solve_s"] is not None for r in rows)
+    height = 0.5 * len(rows) + 2
+    if any_solved:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
+    else:
+        fig, a = plt.subplots(figsize=(6.5, height))
+        title = f"{title}\nno system solved within the budget"
     sps = [r["sps"] for r in rows]
     a.barh(y, sps, color="tab:blue")
     a.set_xscale("log")
     a.set_xlabel("environment steps per second (median, log scale)")
     for i, v in enumerate(sps):
         a.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
-    solve = [r["solve_s"] if r["solve_s"] is not None else 0.0 for r in rows]
-    b.barh(y, solve, color="tab:green")
-    b.set_xlabel("wall time to solve, incl. compile/setup (s)")
-    for i, r in enumerate(rows):
-        b.text(solve[i], i, f" {r['solve_s']:.1f} s" if r["solve_s"] is not None else " not solved",
-               va="center", fontsize=8)
     a.set_yticks(y)
     a.set_yticklabels(labels, fontsize=8)
     a.invert_yaxis()
-    for ax in (a, b):
-        ax.grid(axis="x", alpha=0.3)
+    a.grid(axis="x", alpha=0.3)
+    if any_solved:
+        solve = [r["solve_s"] if r["solve_s"] is not None else 0.0 for r in rows]
+        b.barh(y, solve, color="tab:green")
+        b.set_xlabel("wall time to solve, incl. compile/setup (s)")
+        for i, r in enumerate(rows):
+            b.text(solve[i], i, f" {r['solve_s']:.1f} s" if r["solve_s"] is not None
+                   else " not solved", va="center", fontsize=8)
+        b.grid(axis="x", alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -20,8 +20,6 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from jaxppo.envs import register_env
-
 
 @struct.dataclass
 class ProbeState(environment.EnvState):
@@ -114,5 +112,6 @@ class Truncation(_Probe):
         return self._out(state.replace(time=state.time + 1), 1.0, False)
 
 
-for _cls in (Constant, ObsReward, TwoStep, Action, Truncation):
-    register_env(f"probe/{_cls.__name__}-v0", _cls)
+PROBES = {f"probe/{cls.__name__}-v0": cls
+          for cls in (Constant, ObsReward, TwoStep, Action, Truncation)}
+"""The probe ids and their classes; `envs` registers them."""

@@ -9,6 +9,7 @@ Axis legend: T = num_steps, N = num_envs, B = T * N, M = num_minibatches, U = nu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -22,14 +23,13 @@ from jaxppo.config import Hparams, PPOConfig
 from jaxppo.envs import VecEnv
 from jaxppo.gae import compute_gae
 from jaxppo.loss import LossInfo, Minibatch, ppo_loss
-from jaxppo.memory import check_memory
 from jaxppo.networks import ActorCritic, init_params, make_network
 from jaxppo.normalize import NormalizerState, normalizer_init, rms_update
 from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
 
 METRIC_NAMES = (
     "episodic_return", "episodic_length", "episodes", "policy_loss", "value_loss", "entropy",
-    "approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm",
+    "approx_kl", "old_approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm",
     "minibatch_fraction", "env_steps", "nonfinite",
 )
 
@@ -198,16 +198,47 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
     return RunnerState(new_ts, env_carry, ep_return, ep_length, key), metrics
 
 
-def make_train(config: PPOConfig, *, memory_check: bool = True, axis_name: str | None = None):
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trainer:
+    """What `make_train` returns: `trainer(key, hparams=None) -> TrainOutput` is the pure
+    whole-run function; `init` and `run` are its two halves, for callers that drive the update
+    scan in chunks (live logging, checkpoints); `env` and `network` are what they were built
+    from. A frozen value: nothing here probes a device or touches a file."""
+
+    config: PPOConfig
+    env: VecEnv
+    network: ActorCritic
+    axis_name: str | None = None
+
+    def _hp(self, hparams: Hparams | None) -> Hparams:
+        return Hparams.from_config(self.config) if hparams is None else hparams
+
+    def init(self, key: jax.Array, hparams: Hparams | None = None, params=None) -> RunnerState:
+        return init_runner(key, self._hp(hparams), config=self.config, env=self.env,
+                           network=self.network, axis_name=self.axis_name, params=params)
+
+    def initial_params(self, key: jax.Array):
+        """The network parameters `init(key)` starts from (orthogonal init)."""
+        return init_params(self.network, init_keys(key)[0], self.env.obs_shape)
+
+    def run(self, runner: RunnerState, hparams: Hparams | None = None,
+            num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:
+        step = functools.partial(update_step, hp=self._hp(hparams), config=self.config,
+                                 env=self.env, network=self.network, axis_name=self.axis_name)
+        length = self.config.num_updates if num_updates is None else num_updates
+        return jax.lax.scan(step, runner, None, length=length)
+
+    def __call__(self, key: jax.Array, hparams: Hparams | None = None) -> TrainOutput:
+        runner, metrics = self.run(self.init(key, hparams), hparams)
+        return TrainOutput(runner.train_state, metrics, runner)
+
+
+def make_train(config: PPOConfig, *, axis_name: str | None = None) -> Trainer:
     """Build `train(key, hparams=None) -> TrainOutput` for `config` (validated already).
 
     `train` is pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
-    It also carries `train.init(key, hparams)` and `train.run(runner, hparams, num_updates)`
-    for callers that drive the update scan in chunks (live logging, checkpoints).
-
-    With `memory_check`, a config whose single run cannot fit the default device's free memory
-    raises `ConfigError` here, before anything compiles (see `jaxppo.memory`; vmapping many
-    seeds multiplies it: `jaxppo.estimate_memory(config, num_runs)` says by how much).
+    It checks no device memory (a run started by `jaxppo.Experiment` or the CLI does that;
+    `jaxppo.estimate_memory(config, num_runs)` says what `num_runs` vmapped runs need).
 
     `axis_name` is for `make_sharded_train(..., shard="envs")`: `config` is then one device's
     share of the agent, and `train` must run inside a `shard_map` over that mesh axis.
@@ -215,37 +246,4 @@ def make_train(config: PPOConfig, *, memory_check: bool = True, axis_name: str |
     if not isinstance(config, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(config).__name__}")
     env = VecEnv(config.env_id, config.num_envs)
-    if memory_check:
-        check_memory(config, 1, env=env)
-    network = make_network(config, env)
-
-    def _hp(hparams: Hparams | None) -> Hparams:
-        return Hparams.from_config(config) if hparams is None else hparams
-
-    def init(key: jax.Array, hparams: Hparams | None = None, params=None) -> RunnerState:
-        return init_runner(key, _hp(hparams), config=config, env=env, network=network,
-                           axis_name=axis_name, params=params)
-
-    def initial_params(key: jax.Array):
-        """The network parameters `init(key)` starts from (orthogonal init)."""
-        return init_params(network, init_keys(key)[0], env.obs_shape)
-
-    def run(runner: RunnerState, hparams: Hparams | None = None,
-            num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:
-        step = functools.partial(update_step, hp=_hp(hparams), config=config, env=env,
-                                 network=network, axis_name=axis_name)
-        length = config.num_updates if num_updates is None else num_updates
-        return jax.lax.scan(step, runner, None, length=length)
-
-    def train(key: jax.Array, hparams: Hparams | None = None) -> TrainOutput:
-        runner, metrics = run(init(key, hparams), hparams)
-        return TrainOutput(runner.train_state, metrics, runner)
-
-    train.init = init
-    train.initial_params = initial_params
-    train.run = run
-    train.config = config
-    train.env = env
-    train.network = network
-    train.axis_name = axis_name
-    return train
+    return Trainer(config, env, make_network(config, env), axis_name)

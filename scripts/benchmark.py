@@ -17,12 +17,13 @@ import dataclasses
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import jax
 import numpy as np
 
-from jaxppo import PPOConfig, load_config, make_train
+from jaxppo import Experiment, PPOConfig, load_config, make_train
 from jaxppo._xla import compiler_options
 from jaxppo.machine import describe
 
@@ -111,31 +112,20 @@ def bench_split(cfg: PPOConfig, repeats: int) -> str:
 
 
 def bench_logging(cfg: PPOConfig, seeds: int, repeats: int) -> str:
-    """One unbroken scan vs the CLI's chunked scan with CSV/TensorBoard/progress between chunks."""
-    import tempfile
-
-    from jaxppo.driver import Driver
-    from jaxppo.logger import RunLogger
-
+    """One unbroken scan vs `jaxppo.Experiment`'s chunked scan with CSV/TensorBoard/checkpoint
+    between chunks (what `jaxppo train` runs), compile excluded from both."""
     train = make_train(cfg)
     keys = jax.random.split(jax.random.key(0), seeds)
     _, t_scan = timed(jax.vmap(train), keys, repeats=repeats)
     times = []
-    driver = Driver(cfg, seeds)
-    driver.compile(keys)
     for _ in range(repeats):
-        runner = driver.init(keys)
-        jax.block_until_ready(runner)
         with tempfile.TemporaryDirectory() as d:
-            logger = RunLogger(d, cfg, seeds, run_names=[f"seed_{i}" for i in range(seeds)],
-                               progress=False)
-            t0 = time.perf_counter()
-            driver.run(runner, 0, lambda r, res, lg=logger: lg.log_chunk(res) or True, t0)
-            logger.close(compile_s=0, wall_s=0, finished=True, env_steps_done=cfg.env_steps)
-            times.append(time.perf_counter() - t0)  # includes draining the writer thread
+            exp = Experiment(cfg, seeds=seeds, logdir=d, progress=False)
+            result = exp.run()
+            times.append(result.wall_s - result.compile_s)  # the writer threads drained too
     t_chunk = float(np.median(times))
     rows = [["one scan, no logging", f"{t_scan:.2f}", f"{seeds * cfg.env_steps / t_scan:,.0f}", "—"],
-            [f"{cfg.num_updates // driver.chunk_updates} chunks + CSV + TensorBoard",
+            ["Experiment: chunks + CSV + TensorBoard + checkpoint",
              f"{t_chunk:.2f}", f"{seeds * cfg.env_steps / t_chunk:,.0f}",
              f"{100 * (t_chunk - t_scan) / t_scan:+.1f}%"]]
     return table(f"Live logging overhead ({cfg.env_id}, {seeds} seed(s), compile excluded)",

@@ -170,7 +170,7 @@ def test_hopper_config_traces_through_make_train():
 
     cfg = load_config(os.path.join(ROOT, "configs", "brax_hopper.yaml"),
                       {"total_timesteps": 2048 * 16, "num_envs": 2048})
-    out = jax.eval_shape(make_train(cfg, memory_check=False), jax.random.key(0))
+    out = jax.eval_shape(make_train(cfg), jax.random.key(0))
     assert out.metrics["episodic_return"].shape == (1,)
     assert jax.tree.leaves(out.train_state.params)
 

@@ -88,8 +88,13 @@ def test_tensorboard_tags_are_cleanrls(tmp_path):
                 "losses/entropy", "losses/approx_kl", "losses/clipfrac",
                 "losses/explained_variance", "losses/grad_norm"):
         assert tag in tags, tag
+    # x-axis = env steps; the return is logged at the updates in which an episode ended (as
+    # CleanRL does), every other scalar at every update
+    assert [s for s, _ in scalars["losses/policy_loss"]] == list(range(64, 1536 + 1, 64))
+    ended = read_metrics_csv(run)["episodes"][1] > 0
     steps = [s for s, _ in scalars["charts/episodic_return"]]
-    assert steps == list(range(64, 1536 + 1, 64))  # x-axis = env steps
+    assert steps == [64 * (u + 1) for u in np.flatnonzero(ended)] and steps
+    assert len(scalars["charts/SPS"]) == 24 and "losses/old_approx_kl" in tags
 
 
 def test_progress_appears_while_running(tmp_path):
@@ -178,29 +183,29 @@ def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys)
     assert code == 0
 
     # Send a real SIGINT to ourselves after the first chunk is logged.
-    from jaxppo.logger import RunLogger
+    from jaxppo.logger import CsvLogger
 
-    original = RunLogger.log_chunk
+    original = CsvLogger.on_chunk
     calls = {"n": 0}
 
-    def log_and_interrupt(self, result):
-        original(self, result)
+    def log_and_interrupt(self, event):
+        original(self, event)
         calls["n"] += 1
         if calls["n"] == 1:
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(RunLogger, "log_chunk", log_and_interrupt)
+    monkeypatch.setattr(CsvLogger, "on_chunk", log_and_interrupt)
     code, part = train(tmp_path, "--seeds", "2", name="part")
     assert code == 128 + signal.SIGINT
     assert "jaxppo train --resume" in capsys.readouterr().err
     stopped_at = load_checkpoint(part).update
     assert 0 < stopped_at < 24
-    monkeypatch.setattr(RunLogger, "log_chunk", original)
+    monkeypatch.setattr(CsvLogger, "on_chunk", original)
 
     assert main(["train", "--resume", part, "--no-progress"]) == 0
     a, b = load_checkpoint(whole), load_checkpoint(part)
     assert b.update == 24
-    from jaxppo.checkpoint import _to_host  # keys as raw data, so they compare too
+    from jaxppo.keys import to_host as _to_host  # keys as raw data, so they compare too
 
     jax.tree.map(np.testing.assert_array_equal, _to_host(a.runner_state), _to_host(b.runner_state))
     # the logs were appended to, not restarted
@@ -210,20 +215,17 @@ def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys)
 
 
 def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
-    # CSV/TensorBoard writes happen on a writer thread; a failure there must still stop the run.
-    from types import SimpleNamespace
+    # CSV/TensorBoard writes happen on a writer thread; a failure there must still stop the run,
+    # with its own message, and leave a checkpoint that resumes.
+    from jaxppo import Experiment, PPOConfig
+    from jaxppo.logger import CsvLogger
 
-    from jaxppo import PPOConfig
-    from jaxppo.logger import RunLogger
-    from jaxppo.train import METRIC_NAMES
-
-    def disk_full(self, *args):
+    def disk_full(self, event):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(RunLogger, "_write", disk_full)
-    logger = RunLogger(str(tmp_path), PPOConfig(), 1, run_names=["seed_0"], progress=False,
-                       tensorboard=False)
-    metrics = {k: np.ones((1, 2)) for k in METRIC_NAMES}
-    logger.log_chunk(SimpleNamespace(update=2, metrics=metrics, wall_s=1.0, chunk_s=0.5))
+    monkeypatch.setattr(CsvLogger, "_write", disk_full)
+    config = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
+                       update_epochs=2, hidden_sizes=(16, 16))
     with pytest.raises(OSError, match="No space left"):
-        logger.close(compile_s=0.0, wall_s=1.0, finished=True, env_steps_done=1024)
+        Experiment(config, logdir=str(tmp_path), run_name="full", progress=False).run()
+    assert load_checkpoint(os.path.join(str(tmp_path), "full")).update > 0

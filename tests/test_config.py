@@ -2,12 +2,15 @@
 
 import dataclasses
 import glob
+import math
 import os
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxppo import ConfigError, Hparams, PPOConfig, load_config
+from jaxppo.config import config_from_dict, parse_value, yaml_load
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
@@ -88,3 +91,91 @@ def test_hparams():
     assert float(hp.lr) == pytest.approx(2.5e-4) and hp.lr.dtype == jnp.float32
     stacked = Hparams.stack([PPOConfig(lr=1e-3), PPOConfig(lr=1e-4)])
     assert stacked.lr.shape == (2,) and stacked.gamma.shape == (2,)
+
+
+@pytest.mark.parametrize("key,fix", [
+    ("lerning_rate", "did you mean 'lr'?"),  # a typo of another library's name
+    ("clip_coeff", "did you mean 'clip_eps'?"),
+    ("lrr", "did you mean 'lr'?"),  # a typo of ours
+    ("NUM_ENVS", "did you mean 'num_envs'?"),  # PureJaxRL's upper case
+    ("n_steps", "did you mean 'num_steps'?"),
+])
+def test_unknown_key_suggests_our_key(key, fix):
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({key: 1})
+    assert str(e.value) == f"config: unknown key '{key}'; {fix}"
+
+
+@pytest.mark.parametrize("key", ["batch_size", "minibatch_size"])
+def test_batch_sizes_are_explained_not_mapped(key):
+    # SB3's batch_size is the minibatch size; jaxppo's is num_envs * num_steps, derived.
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({key: 64})
+    msg = str(e.value)
+    assert msg.startswith(f"config: unknown key '{key}'; jaxppo derives the batch")
+    assert "did you mean" not in msg and "num_minibatches" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("text,value", [
+    ("3e-4", 3e-4), ("1e6", 1e6), ("2e4", 2e4), ("-1E+3", -1000.0), (".5", 0.5), ("1.5", 1.5),
+    ("1000", 1000), ("tanh", "tanh"), ("[64, 64]", [64, 64]), ("null", None), ("true", True),
+])
+def test_parse_value_reads_yaml_1_2_numbers(text, value):
+    got = parse_value(text)
+    assert got == value and type(got) is type(value)
+    assert math.isinf(parse_value("-.inf")) and math.isnan(parse_value(".nan"))
+
+
+def test_yaml_1_2_floats_in_files_and_integral_floats_for_ints(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("lr: 3e-4\ntotal_timesteps: 1e6\n")
+    cfg = load_config(p, {"num_envs": parse_value("8"), "adam_eps": parse_value("1e-8")})
+    assert cfg.lr == 3e-4 and cfg.adam_eps == 1e-8 and cfg.num_envs == 8
+    assert cfg.total_timesteps == 1_000_000 and type(cfg.total_timesteps) is int
+    with pytest.raises(ConfigError, match=r"total_timesteps': got 1500000.5 \(float\); use an integer"):
+        load_config(p, {"total_timesteps": 1.5e6 + 0.5})
+    with pytest.raises(ConfigError, match=r"num_envs': got 1.5 \(float\); use an integer"):
+        PPOConfig(num_envs=1.5)
+
+
+def test_numpy_scalars_become_python_numbers():
+    cfg = PPOConfig(num_envs=np.int64(8), lr=np.float32(1e-3), anneal_lr=np.bool_(False),
+                    hidden_sizes=[np.int32(32), 32])
+    assert type(cfg.num_envs) is int and type(cfg.lr) is float and type(cfg.anneal_lr) is bool
+    assert cfg.hidden_sizes == (32, 32) and all(type(h) is int for h in cfg.hidden_sizes)
+    assert cfg == PPOConfig(num_envs=8, lr=float(np.float32(1e-3)), anneal_lr=False,
+                            hidden_sizes=(32, 32))
+    with pytest.raises(ConfigError, match="num_envs.*integer"):
+        PPOConfig(num_envs=np.bool_(True))
+
+
+def test_duplicate_keys_bad_encoding_and_deep_nesting_fail_with_one_line(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("lr: 1e-3\ngamma: 0.9\nlr: 3e-4\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == f"config file '{p}': key 'lr' appears twice (lines 1 and 3); keep one"
+    # a `<<` merge may override keys on purpose: not a duplicate
+    assert yaml_load("a: &b {x: 1, y: 2}\nc: {<<: *b, x: 3}\n")["c"] == {"x": 3, "y": 2}
+    p.write_bytes(b"env_id: CartPole-v1\nlr: \xff\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text.*save it as UTF-8") as e:
+        load_config(p)
+    assert "\n" not in str(e.value)
+    p.write_text("lr: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="nesting is too deep") as e:
+        load_config(p)
+    assert "\n" not in str(e.value)
+
+
+def test_stack_refuses_static_fields():
+    with pytest.raises(ConfigError) as e:
+        Hparams.stack([PPOConfig(num_minibatches=4), PPOConfig(num_minibatches=8, lr=1e-3),
+                       PPOConfig(hidden_sizes=(32,))])
+    msg = str(e.value)  # lr is an Hparams field: it may differ, and is not named
+    assert "differ in num_minibatches, hidden_sizes, which are static" in msg
+    assert "separate make_train calls" in msg and "\n" not in msg
+    # Hparams fields may differ; Hparams mixed with configs stack too.
+    hp = Hparams.stack([PPOConfig(lr=1e-3, gamma=0.9), Hparams.from_config(PPOConfig())])
+    assert hp.gamma.shape == (2,) and float(hp.gamma[0]) == pytest.approx(0.9)
+    with pytest.raises(ConfigError, match="no settings"):
+        Hparams.stack([])

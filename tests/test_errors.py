@@ -12,7 +12,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from jaxppo import ConfigError, PPOConfig, load_checkpoint, make_train
+from jaxppo import ConfigError, Experiment, PPOConfig, load_checkpoint, make_train
 from jaxppo.cli import main
 from jaxppo.envs import register_env
 from jaxppo.probes import ProbeState, _Probe
@@ -222,20 +222,19 @@ def test_memory_refusal_is_immediate_and_names_the_knob():
                        total_timesteps=2_000_000_000)
     t0 = time.perf_counter()
     with pytest.raises(ConfigError, match="lower num_envs or num_steps"):
-        make_train(config)
+        Experiment(config, logdir=None, progress=False).run()  # where a run starts, not make_train
     assert time.perf_counter() - t0 < 5  # well under a second in practice; this only bounds hangs
 
 
 def test_many_seeds_are_refused_by_the_driver_not_one():
-    from jaxppo.driver import Driver
-    from jaxppo.memory import available_memory, estimate_memory
+    from jaxppo.memory import available_memory, check_memory, estimate_memory
 
     config = PPOConfig(num_envs=4096, num_steps=256, num_minibatches=4, total_timesteps=4096 * 256)
-    make_train(config)  # one run fits
+    check_memory(config, 1)  # one run fits
     free, _ = available_memory()
     runs = int(free // estimate_memory(config, 1).total) + 1
     with pytest.raises(ConfigError, match=f"for {runs} runs.*fewer seeds"):
-        Driver(config, runs)
+        Experiment(config, seeds=runs, logdir=None, progress=False).run()
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -12,13 +12,16 @@ def test_ratio_inside_clip_is_plain_surrogate():
     logp_old = jnp.log(jnp.array([0.5, 0.5]))
     logp = jnp.log(jnp.array([0.55, 0.45]))  # ratios 1.1, 0.9: inside [0.8, 1.2]
     adv = jnp.array([2.0, -1.0])
-    loss, kl, clipfrac = clipped_policy_loss(logp, logp_old, adv, 0.2)
+    loss, kl, old_kl, clipfrac = clipped_policy_loss(logp, logp_old, adv, 0.2)
     # -(1.1*2 + 0.9*-1)/2 = -0.65
     assert float(loss) == pytest.approx(-0.65, abs=1e-6)
     assert float(clipfrac) == 0.0
     # k3 estimator: mean((r - 1) - log r)
     r = np.array([1.1, 0.9])
     assert float(kl) == pytest.approx(np.mean((r - 1) - np.log(r)), rel=1e-5)
+    # k1 estimator (CleanRL's old_approx_kl): mean(-log r) = -(log 1.1 + log 0.9) / 2
+    assert float(old_kl) == pytest.approx(-(np.log(1.1) + np.log(0.9)) / 2, rel=1e-4)
+    assert float(old_kl) == pytest.approx(0.0050252, rel=1e-4)
 
 
 def test_ratio_outside_clip_is_clipped_when_it_helps():
@@ -26,10 +29,12 @@ def test_ratio_outside_clip_is_clipped_when_it_helps():
     ratio = jnp.array([1.5, 1.5, 0.5, 0.5])
     logp = jnp.log(ratio)
     adv = jnp.array([1.0, -1.0, 1.0, -1.0])
-    loss, _, clipfrac = clipped_policy_loss(logp, logp_old, adv, 0.2)
+    loss, _, old_kl, clipfrac = clipped_policy_loss(logp, logp_old, adv, 0.2)
     # min(r*A, clip(r)*A): [1.2, -1.5, 0.5, -0.8] -> mean = -0.15 -> loss 0.15
     assert float(loss) == pytest.approx(0.15, abs=1e-6)
     assert float(clipfrac) == 1.0
+    # mean(-log r) = -(2 log 1.5 + 2 log 0.5) / 4 = -log(0.75) / 2: the naive estimate
+    assert float(old_kl) == pytest.approx(-np.log(0.75) / 2, rel=1e-5)
 
 
 def test_gradient_is_zero_beyond_the_clip():
@@ -61,3 +66,12 @@ def test_advantage_normalization():
     a = normalize_advantages(jnp.array([1.0, 2.0, 3.0, 4.0]))
     assert float(a.mean()) == pytest.approx(0.0, abs=1e-6)
     assert float(a.std()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_every_loss_statistic_is_a_metric_the_memory_estimate_counts():
+    from jaxppo.loss import LossInfo
+    from jaxppo.memory import _METRICS_PER_UPDATE
+    from jaxppo.train import METRIC_NAMES
+
+    assert set(LossInfo._fields) - {"total_loss"} <= set(METRIC_NAMES)
+    assert len(METRIC_NAMES) <= _METRICS_PER_UPDATE

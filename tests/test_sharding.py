@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from jaxppo import load_checkpoint
-from jaxppo.checkpoint import _to_host
 from jaxppo.cli import main
+from jaxppo.keys import to_host as _to_host
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")

@@ -77,11 +77,11 @@ def test_hyperparameter_vmap_equals_separate_runs(tiny, tiny_config, keys):
 def test_nothing_retraces(tiny_config, keys):
     # New keys and new hyperparameter values reuse the one compiled program.
     chex.clear_trace_counter()
-    f = jax.jit(chex.assert_max_traces(make_train(tiny_config), n=1))
+    f = jax.jit(chex.assert_max_traces(make_train(tiny_config).__call__, n=1))
     f(keys[0])
     f(keys[1])
     chex.clear_trace_counter()  # chex counts per code object, shared by every `train`
-    g = jax.jit(chex.assert_max_traces(make_train(tiny_config), n=1))
+    g = jax.jit(chex.assert_max_traces(make_train(tiny_config).__call__, n=1))
     g(keys[0], Hparams.from_config(dataclasses.replace(tiny_config, lr=1e-3)))
     g(keys[1], Hparams.from_config(dataclasses.replace(tiny_config, gamma=0.9, clip_eps=0.1)))
     with pytest.raises(AssertionError, match="traced > 1"):

@@ -1,0 +1,246 @@
+"""Callbacks: the host side of a run, called by `jaxppo.Experiment` at chunk boundaries.
+
+A callback sees a run start (`on_start`, before compiling), the compile finish (`on_compiled`),
+each chunk of updates (`on_chunk`: the chunk's per-update metrics as NumPy `[runs, updates]`)
+and the end (`on_end`, with the `RunResult`). `on_chunk` returning False stops the run at that
+chunk, as Ctrl-C does. A plain function `f(event) -> bool | None` is an `on_chunk` callback.
+
+Everything a run directory holds is written by callbacks (`logger.py`: CSV, TensorBoard, W&B,
+summary; `Checkpointer` here), and so is the live progress, so a user can drop or add any one.
+Nothing here runs inside jit.
+
+Axis legend: R = runs (seeds, or settings x seeds of a sweep), C = updates in the chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from jaxppo.checkpoint import save_checkpoint
+from jaxppo.config import PPOConfig
+from jaxppo.distributed import gather, is_main_process
+from jaxppo.keys import keys_as_data
+from jaxppo.stats import RunStats
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """What a run is, given to `on_start`: fixed for the run's life."""
+
+    config: PPOConfig
+    num_runs: int
+    run_names: list[str]  # one per run: seed_<i>, or <setting>_seed<i> in a sweep
+    run_dir: str | None  # None: a run without files
+    start_update: int  # > 0 when resumed
+    seed: int
+    settings: list[dict] | None  # a sweep's per-run hyperparameters, else None
+    chunk_updates: int
+    description: str = ""  # where it runs, e.g. "seeds sharded over 4 devices"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkEvent:
+    """One chunk of updates, done. `runner` is the device state after it (leading axis R)."""
+
+    info: RunInfo
+    update: int  # updates done after this chunk (of info.config.num_updates)
+    metrics: dict[str, np.ndarray]  # each [R, C]
+    wall_s: float  # wall seconds of the whole run so far (earlier sessions and compile included)
+    chunk_s: float  # seconds this chunk took
+    compile_s: float
+    stats: RunStats  # the running account, this chunk included
+    runner: Any
+    diverged: tuple[int, int] | None  # (run, update) of the first NaN/Inf update, if any
+
+    @property
+    def first_update(self) -> int:
+        return self.update - self.metrics["episodes"].shape[1]
+
+    @property
+    def sps(self) -> float:
+        """Environment steps per second over all runs, compiled chunks only."""
+        return self.stats.sps_per_run * self.info.num_runs
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What `Experiment.run()` returns (and `on_end` receives)."""
+
+    config: PPOConfig
+    num_runs: int
+    status: str  # "finished", "stopped" (signal or callback), "diverged" or "error"
+    update: int  # updates done
+    final_return: np.ndarray  # [R] the latest mean episodic return per run
+    solved: dict | None  # {"env_steps", "update", "episodes", "wall_s", "threshold"}
+    sps: float  # env steps per second over all runs (compiled chunks only)
+    compile_s: float
+    wall_s: float
+    metrics: dict[str, np.ndarray]  # each [R, updates run in this session]
+    train_state: Any  # the final (or last good) learner state, leading axis R
+    run_dir: str | None
+    stop_signal: int | None = None  # the signal that stopped the run
+    diverged: tuple[int, int] | None = None  # (run, update)
+    good_update: int | None = None  # the newest finite state's update (what a checkpoint keeps)
+    summary: dict = dataclasses.field(default_factory=dict)  # what summary.json holds
+
+    @property
+    def env_steps(self) -> int:
+        return self.update * self.config.batch_size
+
+
+class Callback:
+    """Override what you need; every hook is optional."""
+
+    def on_start(self, info: RunInfo) -> None:
+        pass
+
+    def on_compiled(self, info: RunInfo, compile_s: float) -> None:
+        pass
+
+    def on_chunk(self, event: ChunkEvent) -> bool | None:
+        pass
+
+    def on_end(self, result: RunResult) -> None:
+        pass
+
+
+class FunctionCallback(Callback):
+    """A plain function as an `on_chunk` callback."""
+
+    def __init__(self, fn: Callable[[ChunkEvent], bool | None]):
+        self.fn = fn
+
+    def on_chunk(self, event: ChunkEvent) -> bool | None:
+        return self.fn(event)
+
+
+def as_callback(cb) -> Callback:
+    if isinstance(cb, Callback):
+        return cb
+    if callable(cb):
+        return FunctionCallback(cb)
+    raise TypeError(f"a callback is a jaxppo.Callback or a function of a ChunkEvent, got "
+                    f"{type(cb).__name__}")
+
+
+class StopAtReturn(Callback):
+    """Early stopping: stop once the mean over runs of the latest return reaches `target`."""
+
+    def __init__(self, target: float):
+        self.target = target
+
+    def on_chunk(self, event: ChunkEvent) -> bool:
+        return float(np.mean(event.stats.final_return)) < self.target
+
+
+class Progress(Callback):
+    """Live progress: a tqdm bar on a terminal, plain flushed lines otherwise (CI logs, pipes).
+    Says "compiling" while compiling; the one speed shown is jaxppo's SPS (compile excluded)."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.bar = None
+
+    def on_start(self, info: RunInfo) -> None:
+        self.total = info.config.env_steps
+        self.t0 = time.perf_counter()
+        if self.stream.isatty():
+            self.bar = tqdm(total=self.total, initial=info.start_update * info.config.batch_size,
+                            unit="step", unit_scale=True, dynamic_ncols=True, file=self.stream,
+                            desc="compiling…",
+                            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                       "[{elapsed}{postfix}]")
+        else:
+            print("compiling ...", flush=True)
+
+    def on_compiled(self, info: RunInfo, compile_s: float) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str("training", refresh=True)
+        else:
+            print(f"compiled in {compile_s:.1f} s ({info.chunk_updates} updates per chunk)",
+                  flush=True)
+
+    def on_chunk(self, event: ChunkEvent) -> None:
+        steps = event.update * event.info.config.batch_size
+        ret = float(np.mean(event.stats.final_return))
+        if self.bar is not None:
+            self.bar.n = steps
+            left = (self.total - steps) / max(event.stats.sps_per_run, 1e-9)
+            self.bar.set_postfix_str(f"{event.sps:,.0f} SPS, return {ret:.1f}, "
+                                     f"ETA {left:.0f} s", refresh=True)
+        else:
+            print(f"[{100.0 * steps / self.total:5.1f}%] steps {steps:,} | SPS {event.sps:,.0f} "
+                  f"| mean return {ret:.2f} | t={event.wall_s:.1f}s", flush=True)
+
+    def on_end(self, result: RunResult) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Checkpointer(Callback):
+    """Saves the whole runner state (and the running account) into `run_dir/checkpoint/`:
+    every `every` updates and/or every `every_s` seconds, and at the end the newest good state
+    (finished, stopped, a callback's exception, or the last finite state before divergence).
+
+    Runs on every process of a multi-process run (gathering is a collective); only process 0
+    writes. `allow_nonfinite` keeps a sweep's checkpoints although some of its agents diverged.
+    """
+
+    def __init__(self, every: int | None = None, every_s: float | None = None,
+                 allow_nonfinite: bool = False):
+        self.every, self.every_s = every, every_s
+        self.allow_nonfinite = allow_nonfinite
+        self.pending = None  # (runner, update, stats dict) of the newest good chunk
+        self.saved_update: int | None = None
+
+    def on_start(self, info: RunInfo) -> None:
+        self.info = info
+        self.saved_update = info.start_update if info.start_update else None
+        self.last_save = time.perf_counter()
+
+    def on_chunk(self, event: ChunkEvent) -> None:
+        if event.diverged is not None and not self.allow_nonfinite:
+            return  # never a NaN state; on_end saves the last good one
+        self.pending = (event.runner, event.update, event.stats.to_dict(event.wall_s))
+        prev = event.first_update
+        due_updates = self.every and event.update // self.every > prev // self.every
+        due_time = self.every_s and time.perf_counter() - self.last_save >= self.every_s
+        if due_updates or due_time:
+            self.save(*self.pending)
+
+    def save(self, runner, update: int, stats: dict) -> None:
+        host = gather(keys_as_data(runner))
+        if is_main_process():
+            extra = {"seed": self.info.seed, "stats": stats}
+            if self.info.settings is not None:
+                extra["settings"] = self.info.settings
+            save_checkpoint(self.info.run_dir, host, self.info.config, update,
+                            self.info.num_runs, extra=extra, allow_nonfinite=self.allow_nonfinite)
+        self.saved_update = update
+        self.last_save = time.perf_counter()
+
+    def on_end(self, result: RunResult) -> None:
+        if self.pending is not None and (self.saved_update is None
+                                         or self.pending[1] > self.saved_update):
+            self.save(*self.pending)
+        self.pending = None
+
+
+def stack_metrics(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Chunks' metrics `[R, C]` joined along the updates axis."""
+    if not chunks:
+        return {}
+    return {k: np.concatenate([c[k] for c in chunks], axis=1) for k in chunks[0]}
+
+
+def host_tree(tree):
+    """A device pytree as NumPy on the host (keys as their raw data)."""
+    return jax.tree.map(np.asarray, gather(keys_as_data(tree)))

@@ -1,0 +1,90 @@
+"""Several processes, one run: joining them (`jax.distributed`), the device mesh, and the
+collectives the host side needs (who writes, global values on every process, one stop decision).
+
+Nothing here runs inside a compiled program. With one process every helper is the plain local
+operation, so single-process runs pay nothing for it.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+
+from jaxppo.errors import ConfigError
+from jaxppo.keys import is_key
+
+AXIS = "devices"
+
+
+def init_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
+                     process_id: int | None = None) -> None:
+    """`jax.distributed.initialize`, before any JAX computation. With no arguments JAX detects
+    SLURM / Open MPI clusters itself; on a plain machine the three arguments are needed."""
+    kwargs = {k: v for k, v in (("coordinator_address", coordinator_address),
+                                ("num_processes", num_processes),
+                                ("process_id", process_id)) if v is not None}
+    try:
+        jax.distributed.initialize(**kwargs)
+    except (ValueError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"jax.distributed.initialize failed: {first}; pass --coordinator-address "
+                          "HOST:PORT --num-processes P --process-id I (or run under SLURM / "
+                          "Open MPI)") from None
+
+
+def make_mesh(devices: int | str | None = None) -> Mesh:
+    """A 1-D mesh over the first `devices` of `jax.devices()` ("all" or None: every device,
+    of every process when `jax.distributed` is initialized)."""
+    available = jax.devices()
+    if devices in (None, "all"):
+        n = len(available)
+    else:
+        try:
+            n = int(devices)
+        except (TypeError, ValueError):
+            n = 0
+        if not 1 <= n <= len(available):
+            raise ConfigError(
+                f"--devices {devices}: {len(available)} {available[0].platform} device(s) "
+                f"available; use 1..{len(available)} or 'all' (on a CPU, "
+                "XLA_FLAGS=--xla_force_host_platform_device_count=N makes N devices)")
+    return Mesh(np.array(available[:n]), (AXIS,))
+
+
+def is_main_process() -> bool:
+    """Only process 0 writes logs and checkpoints."""
+    return jax.process_index() == 0
+
+
+def gather(tree):
+    """The global value of (possibly multi-process) sharded arrays, as NumPy on every process.
+    A collective: every process must call it at the same point."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def agree(signum: int | None) -> int | None:
+    """Process 0's stop request, on every process (a collective), so all stop at one chunk."""
+    if jax.process_count() == 1:
+        return signum
+    value = int(multihost_utils.broadcast_one_to_all(np.int32(signum or 0)))
+    return value or None
+
+
+def put_global(tree, sharding):
+    """Host values (the same on every process) as global arrays with `sharding` (one for every
+    leaf, or a tree of them), which may span devices of other processes (`jax.device_put` only
+    takes addressable ones). Typed PRNG keys go as their raw data and are wrapped on the mesh."""
+    def put(x, where):
+        if is_key(x):
+            data = put(jax.random.key_data(x), where)
+            return jax.jit(jax.random.wrap_key_data, out_shardings=where)(data)
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, where, lambda index: host[index])
+
+    if isinstance(sharding, jax.sharding.Sharding):
+        return jax.tree.map(lambda x: put(x, sharding), tree)
+    return jax.tree.map(put, tree, sharding)

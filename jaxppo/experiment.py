@@ -1,0 +1,444 @@
+"""One owner for a run's life: `Experiment(config, ...).run()` starts (or resumes) a run,
+compiles it, steps it chunk by chunk, calls the callbacks, honours signals, stops on divergence,
+checkpoints, and returns a `RunResult`. The CLI, `jaxppo compare` and the benchmarks are thin
+users of it; so is a notebook:
+
+    result = jaxppo.Experiment(config, seeds=8, callbacks=[my_fn]).run()
+    result = jaxppo.Experiment.resume("runs/CartPole-v1__...")      # after Ctrl-C or kill -9
+    table = jaxppo.sweep(config, {"lr": [1e-4, 3e-4]}, seeds=4)
+
+With `logdir=None` nothing is written: the same code, no files (a notebook, a benchmark).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxppo.callbacks import (
+    Callback,
+    Checkpointer,
+    ChunkEvent,
+    Progress,
+    RunInfo,
+    RunResult,
+    as_callback,
+    stack_metrics,
+)
+from jaxppo.checkpoint import checkpoint_path, load_checkpoint
+from jaxppo.config import Hparams, PPOConfig
+from jaxppo.distributed import agree, gather, is_main_process, make_mesh
+from jaxppo.driver import ChunkResult, Driver, StopFlag
+from jaxppo.errors import ConfigError, UsageError
+from jaxppo.logger import CsvLogger, SummaryFile, TensorBoardLogger, write_config
+from jaxppo.plots import plot_sweep
+from jaxppo.sharding import make_placement
+from jaxppo.stats import RunStats
+
+DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
+                   "(see README: when things go wrong)")
+
+
+def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> tuple[int, int] | None:
+    """`(run, update)` of the earliest update in a chunk whose loss, gradients or params went
+    non-finite (`update` counts from 1, as the CSV does), or None when the chunk is clean."""
+    bad = np.asarray(metrics["nonfinite"]) > 0  # [R, C]
+    if not bad.any():
+        return None
+    j = int(np.argmax(bad.any(axis=0)))
+    return int(np.argmax(bad[:, j])), first_update + j + 1
+
+
+def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) -> str:
+    """A new directory under `logdir` (never an existing one: `-2`, `-3`, ... are appended)."""
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        raise UsageError(f"--logdir {logdir!r} is a file; pass a directory")
+    if name is None:
+        name = f"{config.env_id.replace('/', '_')}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
+        name += "s" if runs > 1 else ""
+    run_dir = os.path.join(logdir, name)
+    base, i = run_dir, 1
+    while os.path.exists(run_dir):
+        i += 1
+        run_dir = f"{base}-{i}"
+    try:
+        os.makedirs(run_dir)
+    except OSError as e:
+        raise UsageError(f"cannot create run directory {run_dir!r}: {e.strerror}; "
+                         "pass a writable --logdir") from None
+    return run_dir
+
+
+def run_dir_of(path: str | os.PathLike) -> str:
+    """The run directory of a path given to resume: the run dir itself, its `checkpoint/`
+    folder or the checkpoint file."""
+    file = checkpoint_path(path)
+    return os.path.dirname(os.path.dirname(os.path.abspath(file)))
+
+
+def setting_label(setting: dict) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in setting.items())
+
+
+class Experiment:
+    """A run of `config` for `seeds` seeds (x `hparams` settings), with files or without.
+
+    Args:
+      config: a validated `PPOConfig`.
+      seeds: seeds vmapped in one compiled program.
+      hparams: a sweep: a list of settings, each a dict of float hyperparameters
+        (`Hparams` fields: lr, gamma, gae_lambda, clip_eps, ent_coef, vf_coef, max_grad_norm);
+        every setting runs with the same `seeds` seeds (common random numbers), one compile.
+      seed: the base seed.
+      logdir: parent of the run directory; None writes nothing at all.
+      run_name: the run directory's name (default: env, time and seed count).
+      checkpoint_every: also checkpoint every this many updates (a stopped, finished or
+        diverged run always keeps its newest good state).
+      progress: live progress (a bar on a terminal, lines otherwise).
+      tensorboard: write `tb/<run>/` event files.
+      devices / mesh / shard: split the runs (`"seeds"`) or each run's envs (`"envs"`) over
+        `devices` (an int or "all") or a given `jax.sharding.Mesh`.
+      callbacks: `jaxppo.Callback`s or functions of a `ChunkEvent` (return False to stop).
+      stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
+    """
+
+    def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
+                 seed: int = 0, logdir: str | None = "runs", run_name: str | None = None,
+                 checkpoint_every: int | None = None, progress: bool = True,
+                 tensorboard: bool = True, devices: int | str | None = None, mesh=None,
+                 shard: str = "seeds", callbacks: Sequence[Any] = (),
+                 stop_on_divergence: bool | None = None, chunk_updates: int | None = None):
+        if not isinstance(config, PPOConfig):
+            raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
+        if int(seeds) < 1:
+            raise ConfigError(f"seeds: got {seeds}; use a positive integer")
+        self.config, self.seeds, self.seed = config, int(seeds), int(seed)
+        self.settings = None if hparams is None else [dict(s) for s in hparams]
+        if self.settings is not None:
+            _check_settings(config, self.settings)
+        self.num_runs = self.seeds * (1 if self.settings is None else len(self.settings))
+        self.logdir, self.run_name = logdir, run_name
+        self.checkpoint_every = checkpoint_every
+        self.progress, self.tensorboard = progress, tensorboard
+        self.mesh = mesh if mesh is not None or devices is None else make_mesh(devices)
+        self.shard = shard
+        self.callbacks = [as_callback(c) for c in callbacks]
+        self.stop_on_divergence = (self.settings is None if stop_on_divergence is None
+                                   else stop_on_divergence)
+        self.chunk_updates = chunk_updates
+        self._resume: dict | None = None  # set by from_checkpoint
+
+    # -- resume ------------------------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, **kwargs) -> Experiment:
+        """The stopped run at `path` (its run dir, `checkpoint/` or the file), ready to `run()`
+        on from its checkpoint, bit-exactly as if it had never stopped. `kwargs` are the
+        run-independent options (progress, callbacks, devices, shard, checkpoint_every)."""
+        for key in ("seeds", "hparams", "seed", "logdir", "run_name"):
+            if key in kwargs:
+                raise UsageError(f"resume continues a run with its own {key}; drop it")
+        ckpt = load_checkpoint(path)  # every check: format, checksum, config, shapes
+        config, update, extra = ckpt.config, ckpt.update, ckpt.extra or {}
+        run_dir = run_dir_of(path)
+        if update >= config.num_updates:
+            raise UsageError(f"run '{run_dir}' is finished (update {update}/{config.num_updates}); "
+                             "nothing to resume (evaluate it with: jaxppo eval RUN_DIR)")
+        settings = extra.get("settings")
+        seeds = ckpt.num_runs // (len(settings) if settings else 1)
+        exp = cls(config, seeds=seeds, hparams=settings, seed=int(extra.get("seed", 0)),
+                  logdir=os.path.dirname(run_dir), run_name=os.path.basename(run_dir), **kwargs)
+        exp._resume = {"run_dir": run_dir, "update": update, "runner": ckpt.runner_state,
+                       "extra": extra}
+        return exp
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike, **kwargs) -> RunResult:
+        """Continue the stopped run at `path` to its end; returns its `RunResult`."""
+        return cls.from_checkpoint(path, **kwargs).run()
+
+    # -- the run -----------------------------------------------------------------------------
+    def keys(self) -> jax.Array:
+        """One key per run. A sweep gives every setting the same seeds' keys."""
+        seed_keys = jax.random.split(jax.random.key(self.seed), self.seeds)
+        if self.settings is None:
+            return seed_keys
+        return jnp.tile(seed_keys, len(self.settings))
+
+    def hparams(self) -> Hparams | None:
+        if self.settings is None:
+            return None
+        return Hparams.stack([dataclasses.replace(self.config, **s)
+                              for s in self.settings for _ in range(self.seeds)])
+
+    def run_names(self) -> list[str]:
+        if self.settings is None:
+            return [f"seed_{i}" for i in range(self.num_runs)]
+        return [f"{g:03d}_{setting_label(s)}_seed{i}"
+                for g, s in enumerate(self.settings) for i in range(self.seeds)]
+
+    def run(self) -> RunResult:
+        """Train to the configured total (or until stopped) and return the `RunResult`."""
+        config, resume = self.config, self._resume
+        start_update = resume["update"] if resume else 0
+        placement = make_placement(config, self.mesh, self.shard)
+        # Refuses a config that cannot fit, before any file is written or anything compiles.
+        driver = Driver(placement, self.num_runs, config.num_updates,
+                        chunk_updates=self.chunk_updates)
+        main = is_main_process()
+        run_dir = None
+        if resume:
+            run_dir = resume["run_dir"]
+        elif self.logdir is not None:
+            run_dir = (make_run_dir(self.logdir, self.run_name, config, self.num_runs) if main
+                       else os.path.join(self.logdir, self.run_name or "(process 0's run dir)"))
+            if main:
+                write_config(run_dir, config)
+        info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
+                       self.settings, driver.chunk_updates, placement.description)
+        stats = self._initial_stats()
+        callbacks = self._callbacks(run_dir is not None, main)
+        inputs = placement.place_inputs(self.keys(), self.hparams())
+        restored = resume["runner"] if resume else None
+        self.t_start = t_start = time.perf_counter()
+        for cb in callbacks:
+            cb.on_start(info)
+        driver.compile(inputs, start_update)
+        for cb in callbacks:
+            cb.on_compiled(info, driver.compile_s)
+        runner = driver.place(restored) if restored is not None else driver.init(inputs)
+        loop = _Loop(self, info, stats, callbacks, driver.compile_s, t_start)
+        try:
+            with StopFlag() as stop:
+                loop.stop_flag = stop
+                final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk, t_start)
+        except BaseException:
+            loop.status = "error"
+            _end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
+            raise
+        if loop.status == "running":
+            loop.status = "finished"
+        result = loop.result(final if loop.status == "finished" else loop.good_runner)
+        error = _end_all(callbacks, result)
+        if error is not None:
+            raise error
+        return result
+
+    def _initial_stats(self) -> RunStats:
+        c = self.config
+        saved = (self._resume or {}).get("extra", {}).get("stats")
+        if saved:
+            return RunStats.from_dict(saved, c.env_id, self.num_runs, c.batch_size)
+        return RunStats(c.env_id, self.num_runs, c.batch_size,
+                        update=(self._resume or {}).get("update", 0))
+
+    def _callbacks(self, files: bool, main: bool) -> list[Callback]:
+        out = list(self.callbacks)
+        if self.progress and main:
+            out.append(Progress())
+        if files and main:
+            out.append(CsvLogger())
+            if self.tensorboard:
+                out.append(TensorBoardLogger())
+        if files:  # every process: saving gathers (a collective); process 0 writes
+            out.append(Checkpointer(self.checkpoint_every,
+                                    allow_nonfinite=not self.stop_on_divergence))
+        if files and main:
+            out.append(SummaryFile())
+        return out
+
+
+class _Loop:
+    """The per-chunk decisions of one `Experiment.run()`: account, log, stop or go on."""
+
+    def __init__(self, exp: Experiment, info: RunInfo, stats: RunStats, callbacks, compile_s,
+                 t_start):
+        self.exp, self.info, self.stats, self.callbacks = exp, info, stats, callbacks
+        self.compile_s, self.t_start = compile_s, t_start
+        self.status = "running"
+        self.stop_signal = None
+        self.diverged: tuple[int, int] | None = None
+        self.diverged_runs = np.zeros(info.num_runs, bool)
+        self.good_runner, self.good_update = None, (info.start_update or None)
+        self.chunks: list[dict] = []
+        self.stop_flag = None
+
+    def on_chunk(self, runner, chunk: ChunkResult) -> bool:
+        m = chunk.metrics
+        first = chunk.update - m["episodes"].shape[1]
+        self.stats.add_chunk(m, chunk.update, chunk.wall_s, chunk.chunk_s)
+        self.chunks.append(m)
+        bad = find_nonfinite(m, first)
+        self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
+        event = ChunkEvent(self.info, chunk.update, m, self.stats.wall_before + chunk.wall_s,
+                           chunk.chunk_s, self.compile_s, self.stats, runner, bad)
+        go_on = True
+        for cb in self.callbacks:
+            if cb.on_chunk(event) is False:
+                go_on = False
+        if bad is not None and self.exp.stop_on_divergence:
+            self.status, self.diverged = "diverged", bad
+            return False
+        self.good_runner, self.good_update = runner, chunk.update
+        signum = agree(self.stop_flag.signum)  # process 0 decides; every process stops together
+        if signum is not None:
+            self.status, self.stop_signal = "stopped", signum
+            return False
+        if not go_on:
+            self.status = "stopped"
+            return False
+        return True
+
+    def result(self, runner) -> RunResult:
+        exp, stats = self.exp, self.stats
+        wall = time.perf_counter() - self.t_start
+        c = exp.config
+        train_state = None if runner is None else gather(runner.train_state)
+        returns = stats.final_return
+        dev = jax.devices()[0]
+        summary = {
+            "env_id": c.env_id,
+            "num_runs": exp.num_runs,
+            "status": self.status,
+            "final_return": [float(x) for x in returns],
+            "final_return_mean": float(np.mean(returns)),
+            "final_return_std": float(np.std(returns)),
+            "wall_s": round(stats.wall_before + wall, 3),
+            "compile_s": round(self.compile_s, 3),
+            "sps": round(stats.sps_per_run * exp.num_runs, 1),
+            "sps_per_run": round(stats.sps_per_run, 1),
+            "env_steps": int(stats.update * c.batch_size),
+            "episodes_per_run": [float(x) for x in stats.episodes],
+            "solved": stats.solved,
+            "threshold": stats.threshold,
+            "finished": self.status == "finished",
+            "diverged": None if self.diverged is None else {"run": self.diverged[0],
+                                                            "update": self.diverged[1]},
+            "diverged_runs": [int(i) for i in np.flatnonzero(self.diverged_runs)],
+            "device": dev.device_kind,
+            "platform": dev.platform,
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        if exp.settings is not None:
+            summary["settings"] = exp.settings
+        return RunResult(c, exp.num_runs, self.status, stats.update, returns, stats.solved,
+                         stats.sps_per_run * exp.num_runs, self.compile_s,
+                         stats.wall_before + wall, stack_metrics(self.chunks), train_state,
+                         self.info.run_dir, self.stop_signal, self.diverged, self.good_update,
+                         summary)
+
+
+def _end_all(callbacks: list[Callback], result: RunResult) -> BaseException | None:
+    """Every callback's `on_end`, even after one fails (so the checkpoint is still saved and
+    the other logs closed); returns the first failure."""
+    first = None
+    for cb in callbacks:
+        try:
+            cb.on_end(result)
+        except Exception as e:  # noqa: BLE001 - re-raised by the caller
+            first = first or e
+    return first
+
+
+def _check_settings(config: PPOConfig, settings: list[dict]) -> None:
+    if not settings:
+        raise ConfigError("hparams: an empty list of settings; give at least one dict")
+    for s in settings:
+        bad = [k for k in s if k not in Hparams._fields]
+        if bad:
+            raise ConfigError(f"hparams: {bad[0]!r} cannot be swept in one compile; sweepable: "
+                              f"{', '.join(Hparams._fields)} (others need a make_train each)")
+        dataclasses.replace(config, **s)  # validate every setting on the host before compiling
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SweepResult:
+    """`jaxppo.sweep`'s ranked table: one row per setting, best first (ties keep grid order)."""
+
+    rows: list[dict]  # rank, setting, label, final_return_mean, final_return_std, seeds,
+    #                   diverged_seeds, runs (indices into the run's seeds axis)
+    result: RunResult
+    run_dir: str | None
+
+    @property
+    def best(self) -> dict:
+        return self.rows[0]
+
+    def table(self) -> str:
+        """The table the CLI prints."""
+        width = max(len(r["label"]) for r in self.rows)
+        lines = [f"{'rank':>4}  {'setting':<{width}}  final return"]
+        for r in self.rows:
+            flag = (f"  (diverged: {r['diverged_seeds']}/{r['seeds']} seeds)"
+                    if r["diverged_seeds"] else "")
+            lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {r['final_return_mean']:8.2f}"
+                         f" ± {r['final_return_std']:.2f}{flag}")
+        return "\n".join(lines)
+
+
+def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
+    """Every combination of a grid `{key: [values]}`, in grid order."""
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.ndarray,
+                  seeds: int) -> list[dict]:
+    final = np.asarray(final_return, float).reshape(len(settings), seeds)
+    bad = np.asarray(diverged, bool).reshape(len(settings), seeds)
+    means, stds = final.mean(1), final.std(1)
+    order = sorted(range(len(settings)), key=lambda g: (-means[g], g))  # stable on ties
+    return [{"rank": rank, "setting": settings[g], "label": setting_label(settings[g]),
+             "final_return_mean": float(means[g]), "final_return_std": float(stds[g]),
+             "seeds": seeds, "diverged_seeds": int(bad[g].sum()),
+             "runs": list(range(g * seeds, (g + 1) * seeds))}
+            for rank, g in enumerate(order, 1)]
+
+
+def sweep(config: PPOConfig, grid: dict[str, Sequence[float]], seeds: int = 1,
+          **kwargs) -> SweepResult:
+    """Every setting of `grid` x `seeds` seeds in one compiled program; the ranked table.
+
+    With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
+    (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
+    and TensorBoard per agent, and `summary.json` with the ranked rows."""
+    if not grid:
+        raise ConfigError("sweep needs at least one hyperparameter with a list of values")
+    settings = grid_settings({k: list(v) for k, v in grid.items()})
+    exp = Experiment(config, seeds=seeds, hparams=settings, **kwargs)
+    result = exp.run()
+    rows = rank_settings(settings, result.final_return,
+                         np.isin(np.arange(exp.num_runs), result.summary["diverged_runs"]), seeds)
+    result.summary["ranked"] = rows
+    if result.run_dir is not None and is_main_process():
+        _write_sweep_files(result, rows, seeds)
+    return SweepResult(rows, result, result.run_dir)
+
+
+def _write_sweep_files(result: RunResult, rows: list[dict], seeds: int) -> None:
+    run_dir = result.run_dir
+    keys = list(rows[0]["setting"])
+    with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["rank", *keys, "final_return_mean", "final_return_std", "seeds", "runs",
+                    "diverged_seeds"])
+        for r in rows:
+            w.writerow([r["rank"], *r["setting"].values(), f"{r['final_return_mean']:.4f}",
+                        f"{r['final_return_std']:.4f}", seeds, " ".join(map(str, r["runs"])),
+                        r["diverged_seeds"]])
+    with open(os.path.join(run_dir, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(result.summary, f, indent=2)
+    in_grid = sorted(rows, key=lambda r: r["runs"][0])
+    plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
+               np.array([r["final_return_mean"] for r in in_grid]),
+               np.array([r["final_return_std"] for r in in_grid]),
+               f"{result.config.env_id}: {seeds} seed(s) per setting")

@@ -1,0 +1,122 @@
+"""Use a trained run from Python: `load_policy` to act, `evaluate` for returns of every run.
+
+    policy = jaxppo.load_policy("runs/cartpole", seed=2)  # run 2 of a multi-seed run
+    action = policy.act(obs)                               # obs [*obs_shape] or [B, *obs_shape]
+    result = jaxppo.evaluate("runs/cartpole", episodes=20, out="eval.json")
+    result.returns                                         # [R, E]: every run, every episode
+
+`seed` in `load_policy` picks a run out of the checkpoint's runs axis (a sweep's runs are
+setting-major: run i is setting i // seeds, seed i % seeds); in `evaluate` it seeds the
+evaluation episodes, the same for every run (see `jaxppo.evaluate`'s module docstring).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxppo.checkpoint import load_checkpoint
+from jaxppo.config import PPOConfig
+from jaxppo.envs import VecEnv
+from jaxppo.errors import UsageError
+from jaxppo.evaluate import check_writable, evaluate_runs, policy_action
+from jaxppo.networks import make_network
+from jaxppo.train import TrainState
+
+
+@functools.lru_cache(maxsize=16)
+def _actor(config: PPOConfig):
+    """`(obs_shape, jitted policy_action)` for `config`, built once per config."""
+    env = VecEnv(config.env_id, 1)
+    act = functools.partial(policy_action, make_network(config, env),
+                            normalize=config.normalize_obs)
+    return env.obs_shape, jax.jit(act, static_argnames="deterministic")
+
+
+class Policy(NamedTuple):
+    """One run's trained policy, ready to act; `load_policy` builds it."""
+
+    config: PPOConfig
+    train_state: TrainState  # this run's, without the runs axis
+    update: int  # updates the checkpoint had done
+    seed: int  # the run's index in the checkpoint's runs axis
+
+    def act(self, obs, key: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+        """The action for one observation [*obs_shape] (-> [*action_shape]) or a batch
+        [B, *obs_shape] (-> [B, *action_shape]), through the saved observation normalizer when
+        the run trained with one. Deterministic: the distribution's mode; else a sample, which
+        needs `key`. Continuous actions are not clipped (the env adapter clips them, as it
+        did in training)."""
+        if not deterministic and key is None:
+            raise UsageError("Policy.act(obs, deterministic=False) samples and needs a PRNG key: "
+                             "act(obs, key, deterministic=False)")
+        obs_shape, act = _actor(self.config)
+        obs = jnp.asarray(obs, jnp.float32)
+        single = obs.shape == obs_shape
+        if not single and obs.shape[1:] != obs_shape:
+            raise UsageError(f"observation of shape {obs.shape}: {self.config.env_id} takes "
+                             f"{obs_shape} or a batch (B, *{obs_shape})")
+        action = act(self.train_state, obs[None] if single else obs, key,
+                     deterministic=deterministic)
+        return action[0] if single else action
+
+
+def _check_seed(seed: int, num_runs: int, run_dir) -> None:
+    if not 0 <= seed < num_runs:
+        valid = "0" if num_runs == 1 else f"0..{num_runs - 1}"
+        raise UsageError(f"seed {seed} is out of range: '{os.fspath(run_dir)}' holds {num_runs} "
+                         f"run(s); pass a seed in {valid}")
+
+
+def load_policy(run_dir: str | os.PathLike, seed: int = 0) -> Policy:
+    """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
+    file). A missing or corrupt checkpoint raises `CheckpointError`."""
+    ckpt = load_checkpoint(run_dir)
+    _check_seed(seed, ckpt.num_runs, run_dir)
+    ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
+    return Policy(ckpt.config, ts, ckpt.update, seed)
+
+
+class EvalResult(NamedTuple):
+    """What `evaluate` returns: every run's episodes, for per-run and aggregate statistics."""
+
+    returns: np.ndarray  # [R, E] float
+    lengths: np.ndarray  # [R, E] int
+    env_id: str
+    update: int  # updates the checkpoint had done
+    seed: int  # the evaluation seed
+    deterministic: bool
+
+    def to_dict(self) -> dict:
+        """The JSON record `evaluate(..., out=path)` writes (what aggregate plots read)."""
+        return {
+            "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
+            "deterministic": self.deterministic, "episodes": int(self.returns.shape[1]),
+            "returns": self.returns.tolist(), "lengths": self.lengths.tolist(),
+            "mean_per_run": self.returns.mean(axis=1).tolist(),
+        }
+
+
+def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
+             deterministic: bool = True, out: str | os.PathLike | None = None) -> EvalResult:
+    """Play `episodes` episodes with every run of the checkpoint in `run_dir`, in one vmapped,
+    jitted program; the episodes are fixed by `seed` and the same for every run. With `out`,
+    also write `EvalResult.to_dict()` there as JSON."""
+    if episodes < 1:
+        raise UsageError(f"episodes must be at least 1, got {episodes}")
+    if out is not None:
+        check_writable(out, "evaluation JSON")
+    ckpt = load_checkpoint(run_dir)
+    returns, lengths = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
+                                     jax.random.key(seed), episodes, deterministic)
+    result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic)
+    if out is not None:
+        with open(out, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+    return result

@@ -1,0 +1,150 @@
+"""A run's running account, kept on the host chunk by chunk: episodes, the solve point, SPS
+and the latest returns. It is what `summary.json` reports and what a checkpoint carries, so a
+resumed run continues the account instead of restarting it.
+
+The solve rule: a run counts as solved once the mean over seeds of each seed's mean return over
+its last SOLVE_WINDOW episodes reaches the env's threshold. One lucky episode is not a solve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+SOLVE_WINDOW = 20
+"""Episodes per seed in the solve window (Gymnasium defines its thresholds over 100 episodes;
+20 keeps short runs meaningful)."""
+
+SOLVE_THRESHOLDS: dict[str, float] = {
+    # Gymnasium's reward_threshold where it has one; MinAtar has none.
+    "CartPole-v1": 475.0,
+    "Acrobot-v1": -100.0,
+    "MountainCar-v0": -110.0,
+    "MountainCarContinuous-v0": 90.0,
+    # Gymnasium gives Pendulum-v1 no reward_threshold; -200 is jaxppo's own mark (gymnax-blines
+    # reports -130 for PPO).
+    "Pendulum-v1": -200.0,
+    # Brax tasks: the reward_threshold of Gymnasium's MuJoCo counterpart (same reward terms and
+    # 1000-step episodes): InvertedDoublePendulum-v4, InvertedPendulum-v4, Hopper-v4, Ant-v4.
+    "brax/inverted_double_pendulum": 9100.0,
+    "brax/inverted_pendulum": 950.0,
+    "brax/hopper": 3800.0,
+    "brax/ant": 6000.0,
+}
+
+
+class SolveTracker:
+    """The solve rule, fed one update (or one SB3 rollout) at a time, so jaxppo and the PyTorch
+    pipeline in `jaxppo compare` are judged by the same code."""
+
+    def __init__(self, threshold: float | None, num_runs: int, history: list | None = None):
+        self.threshold = threshold
+        self.history: list[list[tuple[float, float]]] = (
+            [[tuple(h) for h in run] for run in history] if history else [[] for _ in range(num_runs)])
+
+    def add(self, mean_returns, counts) -> bool:
+        """Record each run's (mean return, episode count) of one update; True once solved."""
+        window = []
+        for r, hist in enumerate(self.history):
+            if counts[r] > 0:
+                hist.append((float(mean_returns[r]), float(counts[r])))
+                self._trim(hist)
+            window.append(self._trailing_mean(hist))
+        return (self.threshold is not None and all(w is not None for w in window)
+                and float(np.mean(window)) >= self.threshold)
+
+    @staticmethod
+    def _trim(history: list) -> None:
+        """Keep only the updates the window can still reach (O(window) memory, small state)."""
+        count = 0.0
+        for i in range(len(history) - 1, -1, -1):
+            count += history[i][1]
+            if count >= SOLVE_WINDOW:
+                del history[:i]
+                return
+
+    @staticmethod
+    def _trailing_mean(history: list[tuple[float, float]]) -> float | None:
+        """Episode-weighted mean return over the last >= SOLVE_WINDOW episodes, or None."""
+        total = count = 0.0
+        for mean, n in reversed(history):
+            total += mean * n
+            count += n
+            if count >= SOLVE_WINDOW:
+                return total / count
+        return None
+
+
+@dataclasses.dataclass
+class RunStats:
+    """The running account of `num_runs` runs. `wall_s` and `run_s` include earlier sessions of
+    a resumed run; SPS counts compiled chunks only (compile and host work excluded)."""
+
+    env_id: str
+    num_runs: int
+    batch_size: int
+    update: int = 0
+    episodes: np.ndarray | None = None  # [R] episodes finished so far
+    final_return: np.ndarray | None = None  # [R] the latest mean episodic return
+    solved: dict | None = None
+    wall_before: float = 0.0  # wall seconds of earlier sessions
+    run_s: float = 0.0  # seconds spent in compiled chunks
+    steps_timed: int = 0  # env steps per run in those seconds
+    tracker: SolveTracker | None = None
+
+    def __post_init__(self):
+        if self.episodes is None:
+            self.episodes = np.zeros(self.num_runs)
+        if self.final_return is None:
+            self.final_return = np.zeros(self.num_runs)
+        if self.tracker is None:
+            self.tracker = SolveTracker(SOLVE_THRESHOLDS.get(self.env_id), self.num_runs)
+
+    @property
+    def threshold(self) -> float | None:
+        return self.tracker.threshold
+
+    @property
+    def sps_per_run(self) -> float:
+        return self.steps_timed / max(self.run_s, 1e-9)
+
+    def add_chunk(self, metrics: dict[str, np.ndarray], update: int, wall_s: float,
+                  chunk_s: float) -> None:
+        """Account for one chunk: `metrics` leaves [R, C]; `update` counts updates done after
+        it; `wall_s` is this session's wall time at its end."""
+        C = metrics["episodes"].shape[1]
+        first = update - C
+        self.steps_timed += C * self.batch_size
+        self.run_s += chunk_s
+        if self.solved is None and self.threshold is not None:
+            for c in range(C):
+                if self.tracker.add(metrics["episodic_return"][:, c], metrics["episodes"][:, c]):
+                    # The wall second inside a chunk is interpolated: updates take equal time.
+                    wall = self.wall_before + wall_s - chunk_s * (C - c - 1) / C
+                    episodes = self.episodes + metrics["episodes"][:, : c + 1].sum(1)
+                    self.solved = {"env_steps": int(metrics["env_steps"][0, c]),
+                                   "update": first + c + 1, "episodes": float(np.mean(episodes)),
+                                   "wall_s": round(float(wall), 3), "threshold": self.threshold}
+                    break
+        self.episodes = self.episodes + metrics["episodes"].sum(1)
+        self.final_return = np.asarray(metrics["episodic_return"][:, -1], float)
+        self.update = update
+
+    def to_dict(self, wall_s: float) -> dict[str, Any]:
+        """What a checkpoint carries (JSON-able), with this session's `wall_s` folded in."""
+        return {"update": self.update, "episodes": self.episodes.tolist(),
+                "final_return": self.final_return.tolist(), "solved": self.solved,
+                "wall_s": self.wall_before + wall_s, "run_s": self.run_s,
+                "steps_timed": self.steps_timed, "solve_history": self.tracker.history}
+
+    @classmethod
+    def from_dict(cls, d: dict, env_id: str, num_runs: int, batch_size: int) -> RunStats:
+        return cls(env_id, num_runs, batch_size, update=int(d["update"]),
+                   episodes=np.asarray(d["episodes"], float),
+                   final_return=np.asarray(d["final_return"], float), solved=d.get("solved"),
+                   wall_before=float(d["wall_s"]), run_s=float(d["run_s"]),
+                   steps_timed=int(d["steps_timed"]),
+                   tracker=SolveTracker(SOLVE_THRESHOLDS.get(env_id), num_runs,
+                                        d.get("solve_history")))

@@ -1,0 +1,23 @@
+"""The comparison plot, with and without a system that solved the env."""
+
+import matplotlib.pyplot as plt
+import pytest
+
+from jaxppo.plots import compare_figure, plot_compare
+
+UNSOLVED = [{"label": "jaxppo", "sps": 2.0e5, "solve_s": None},
+            {"label": "sb3-dummy", "sps": 1.5e3, "solve_s": None}]
+ONE_SOLVED = [{**UNSOLVED[0], "solve_s": 12.5}, UNSOLVED[1]]
+
+
+@pytest.mark.parametrize("rows,panels", [(UNSOLVED, 1), (ONE_SOLVED, 2)])
+def test_compare_plot_drops_the_solve_panel_when_nothing_solved(tmp_path, rows, panels):
+    path = tmp_path / "compare.png"
+    plot_compare(str(path), rows, "CartPole-v1")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = compare_figure(rows, "CartPole-v1")
+    try:
+        assert len(fig.axes) == panels
+        assert ("no system solved" in fig.get_suptitle()) == (panels == 1)
+    finally:
+        plt.close(fig)

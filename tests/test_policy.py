@@ -1,0 +1,170 @@
+"""The public policy API: `load_policy(...).act` against the network by hand, `evaluate` as one
+compile for every run and equal to per-run evaluation and to a Python rollout, its JSON."""
+
+import dataclasses
+import importlib
+import json
+
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxppo import CheckpointError, PPOConfig, make_train
+from jaxppo.checkpoint import save_checkpoint
+from jaxppo.errors import UsageError
+from jaxppo.networks import make_network
+from jaxppo.normalize import RunningMeanStd, rms_normalize
+from jaxppo.policy import evaluate, load_policy
+
+# The package exports the run-dir `evaluate`, which shadows the submodule's attribute.
+ev = importlib.import_module("jaxppo.evaluate")
+RUNS = 4
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory, tiny_config):
+    """A 4-seed CartPole run trained with observation normalization, saved as the CLI does."""
+    config = dataclasses.replace(tiny_config, normalize_obs=True)
+    train = make_train(config)
+    out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), RUNS))
+    run = tmp_path_factory.mktemp("cartpole")
+    save_checkpoint(str(run), out.runner_state, config, config.num_updates, RUNS)
+    return run, config, out.runner_state.train_state, train
+
+
+def run_ts(train_states, r):
+    return jax.tree.map(lambda x: x[r], train_states)
+
+
+def test_act_is_the_mode_through_the_saved_normalizer(cartpole):
+    run, config, train_states, train = cartpole
+    obs = jax.random.normal(jax.random.key(1), (32, 4)) * jnp.array([1.0, 2.0, 0.1, 2.0])
+    for r in range(RUNS):
+        policy = load_policy(run, seed=r)
+        ts = run_ts(train_states, r)
+        assert policy.seed == r and policy.update == config.num_updates
+        assert policy.config == config
+        expect = train.network.apply(ts.params, rms_normalize(ts.normalizer.obs, obs),
+                                     method="policy").mode()
+        np.testing.assert_array_equal(policy.act(obs), expect)
+        assert policy.act(obs[3]).shape == () and policy.act(obs[3]) == expect[3]
+
+
+def test_continuous_act_applies_the_normalizer(tmp_path):
+    """Pendulum's action is the Gaussian mean, so a skipped normalizer cannot hide."""
+    config = PPOConfig(env_id="Pendulum-v1", num_envs=2, num_steps=8, num_minibatches=1,
+                       total_timesteps=16, hidden_sizes=(8,), normalize_obs=True)
+    train = make_train(config)
+    runner = jax.vmap(train.init)(jax.random.split(jax.random.key(0), 1))
+    rms = RunningMeanStd(jnp.array([[0.5, -0.3, 2.0]]), jnp.array([[0.04, 9.0, 4.0]]),
+                         jnp.array([100.0]))
+    ts = runner.train_state
+    runner = runner._replace(train_state=ts._replace(normalizer=ts.normalizer._replace(obs=rms)))
+    save_checkpoint(str(tmp_path), runner, config, 0, 1)
+    policy = load_policy(tmp_path)
+    ts = policy.train_state
+    obs = jnp.array([[0.9, 0.1, -1.0], [-0.2, 0.7, 3.0]])
+    network = make_network(config, train.env)
+    normalized = network.apply(ts.params, rms_normalize(ts.normalizer.obs, obs), method="policy")
+    raw = network.apply(ts.params, obs, method="policy")
+    np.testing.assert_allclose(policy.act(obs), normalized.mode(), rtol=1e-6)
+    assert not np.allclose(policy.act(obs), raw.mode(), atol=1e-3)
+    key = jax.random.key(3)
+    np.testing.assert_allclose(policy.act(obs, key, deterministic=False), normalized.sample(key),
+                               rtol=1e-6)
+    with pytest.raises(UsageError, match="needs a PRNG key"):
+        policy.act(obs, deterministic=False)
+    with pytest.raises(UsageError, match=r"takes \(3,\)"):
+        policy.act(jnp.zeros((2, 4)))
+
+
+def test_evaluate_is_one_compile_and_equals_per_run_evaluation(cartpole, monkeypatch):
+    run, config, train_states, _ = cartpole
+    ev._evaluator.cache_clear()
+    traces, calls = [], []
+    play, build = ev._play, ev._evaluator
+
+    def counted(*args):
+        program = build(*args)
+        return lambda *a: calls.append(1) or program(*a)
+
+    monkeypatch.setattr(ev, "_play", lambda *a, **k: traces.append(1) or play(*a, **k))
+    monkeypatch.setattr(ev, "_evaluator", counted)
+    first = evaluate(run, 3, seed=7)
+    again = evaluate(run, 3, seed=8)
+    # One trace, and one call per evaluate for all 4 runs: one vmapped program, reused.
+    assert len(traces) == 1 and len(calls) == 2
+    assert first.returns.shape == first.lengths.shape == (RUNS, 3)
+    assert (first.env_id, first.update, first.seed, first.deterministic) == (
+        "CartPole-v1", config.num_updates, 7, True)
+    assert again.seed == 8
+    for r in range(RUNS):
+        ret, length = ev.evaluate(config, run_ts(train_states, r), jax.random.key(7), 3)
+        np.testing.assert_array_equal(first.returns[r], ret)
+        np.testing.assert_array_equal(first.lengths[r], length)
+    # CartPole pays 1 per step.
+    np.testing.assert_array_equal(first.returns, first.lengths)
+    stochastic = evaluate(run, 3, seed=7, deterministic=False)
+    assert not stochastic.deterministic and stochastic.returns.shape == (RUNS, 3)
+
+
+def test_a_python_rollout_of_the_policy_matches_evaluate(cartpole):
+    """Episode e starts from `split(split(key)[0], E)[e]` (evaluate's documented keys); the
+    CartPole dynamics are deterministic, so acting in a plain loop must give the same return."""
+    run, *_ = cartpole
+    episodes, r = 2, 1
+    result = evaluate(run, episodes, seed=5)
+    policy = load_policy(run, seed=r)
+    env, params = gymnax.make("CartPole-v1")
+    step = jax.jit(env.step)
+    reset_keys = jax.random.split(jax.random.split(jax.random.key(5))[0], episodes)
+    for e in range(episodes):
+        obs, state = env.reset(reset_keys[e], params)
+        total, done = 0.0, False
+        while not done:
+            obs, state, reward, terminated, truncated, _ = step(
+                jax.random.key(0), state, policy.act(obs), params)
+            total += float(reward)
+            done = bool(terminated | truncated)
+        assert total == result.returns[r, e]
+
+
+def test_evaluate_writes_json(cartpole, tmp_path):
+    run, *_ = cartpole
+    out = tmp_path / "eval.json"
+    result = evaluate(run, 2, seed=3, out=out)
+    data = json.loads(out.read_text())
+    assert data["env_id"] == "CartPole-v1" and data["eval_seed"] == 3
+    assert data["deterministic"] is True and data["episodes"] == 2
+    assert data["update"] == result.update
+    np.testing.assert_array_equal(data["returns"], result.returns)
+    np.testing.assert_array_equal(data["lengths"], result.lengths)
+    np.testing.assert_allclose(data["mean_per_run"], result.returns.mean(axis=1))
+    assert len(data["returns"]) == RUNS
+    with pytest.raises(UsageError, match="cannot write evaluation JSON to .*does not exist"):
+        evaluate(run, 2, out=tmp_path / "missing" / "eval.json")
+
+
+def test_bad_seed_and_missing_checkpoint_give_one_line(cartpole, tmp_path):
+    run, *_ = cartpole
+    for seed in (RUNS, -1):
+        with pytest.raises(UsageError) as e:
+            load_policy(run, seed=seed)
+        assert "0..3" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_policy(tmp_path / "nowhere")
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        evaluate(tmp_path / "nowhere")
+
+
+def test_gif_to_an_unwritable_path_fails_before_playing(cartpole, tmp_path, monkeypatch):
+    _, config, train_states, _ = cartpole
+    monkeypatch.setattr(ev, "play_episode", lambda *a, **k: pytest.fail("played an episode"))
+    gif = tmp_path / "no" / "such" / "dir" / "ep.gif"
+    with pytest.raises(UsageError, match=f"cannot write GIF to '{gif}': directory .* does not "
+                                         "exist; pass a writable path"):
+        ev.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(gif))
+    with pytest.raises(UsageError, match="it is a directory"):
+        ev.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(tmp_path))
