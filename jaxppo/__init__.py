@@ -27,6 +27,7 @@ from jaxppo.experiment import Experiment, SweepResult, sweep  # noqa: E402
 from jaxppo.gae import compute_gae  # noqa: E402
 from jaxppo.logger import CsvLogger, TensorBoardLogger, WandbLogger  # noqa: E402
 from jaxppo.memory import MemoryEstimate, estimate_memory  # noqa: E402
+from jaxppo.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
 from jaxppo.sharding import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
 from jaxppo.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 
@@ -37,12 +38,14 @@ __all__ = [
     "Checkpointer",
     "ChunkEvent",
     "ConfigError",
+    "EvalResult",
     "CsvLogger",
     "Experiment",
     "Hparams",
     "MemoryEstimate",
     "MeshPlacement",
     "PPOConfig",
+    "Policy",
     "Progress",
     "RunInfo",
     "RunResult",
@@ -57,9 +60,11 @@ __all__ = [
     "WandbLogger",
     "compute_gae",
     "estimate_memory",
+    "evaluate",
     "init_distributed",
     "load_checkpoint",
     "load_config",
+    "load_policy",
     "make_mesh",
     "make_sharded_train",
     "make_train",

@@ -23,18 +23,18 @@ import jax
 import numpy as np
 import yaml
 
-from jaxppo import compare as cmp
+import jaxppo.compare as cmp
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.callbacks import Callback, RunInfo
-from jaxppo.checkpoint import load_checkpoint
 from jaxppo.config import Hparams, load_config, parse_value
 from jaxppo.distributed import init_distributed, is_main_process, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
-from jaxppo.evaluate import render_gif, render_html
-from jaxppo.experiment import DIVERGENCE_HINT, Experiment, sweep
+from jaxppo.experiment import DIVERGENCE_HINT, Experiment, run_dir_of, sweep
+from jaxppo.files import check_writable
 from jaxppo.logger import WandbLogger
 from jaxppo.machine import describe
-from jaxppo.policy import evaluate
+from jaxppo.policy import evaluate, load_policy
+from jaxppo.render import render_gif, render_html
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -216,25 +216,25 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    try:
-        res = evaluate(args.run_dir, args.episodes, seed=args.seed,
-                       deterministic=args.deterministic,
-                       out=os.path.join(args.run_dir, "eval.json") if args.json else None)
-    except CheckpointError as e:
-        raise UsageError(str(e)) from None
+    for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
+        if path:
+            check_writable(path, what)  # before any episode is played
+    out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
+    res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
+                   out=out)
     mode = "deterministic" if args.deterministic else "stochastic"
     if res.returns.shape[0] > 1:
         for r, ret in enumerate(res.returns):
             print(f"seed {r}: {ret.mean():.2f} ± {ret.std():.2f}")
     print(f"{res.env_id} ({mode}, update {res.update}): return {res.returns.mean():.2f} "
           f"± {res.returns.std():.2f} over {res.returns.size} episodes")
-    ckpt = load_checkpoint(args.run_dir) if args.gif or args.html else None
     for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
         if not path:
             continue
-        ts = jax.tree.map(lambda x: x[0], ckpt.runner_state.train_state)
+        policy = load_policy(args.run_dir, 0)
         try:
-            length = render(ckpt.config, ts, jax.random.key(args.seed), path, args.deterministic)
+            length = render(policy.config, policy.train_state, jax.random.key(args.seed), path,
+                            args.deterministic)
         except RuntimeError as e:
             print(f"jaxppo eval: {flag}: {e}", file=sys.stderr)
             return 1

@@ -18,7 +18,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from jaxppo import brax_env
+import jaxppo.brax_env as brax_env
 from jaxppo.errors import ConfigError
 
 _EXTRA_ENVS: dict[str, Callable[[], Any]] = {}

@@ -24,8 +24,9 @@ import numpy as np
 from jaxppo.checkpoint import load_checkpoint
 from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
+from jaxppo.episodes import evaluate_runs, policy_action
 from jaxppo.errors import UsageError
-from jaxppo.evaluate import check_writable, evaluate_runs, policy_action
+from jaxppo.files import check_writable
 from jaxppo.networks import make_network
 from jaxppo.train import TrainState
 
@@ -110,9 +111,9 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     also write `EvalResult.to_dict()` there as JSON."""
     if episodes < 1:
         raise UsageError(f"episodes must be at least 1, got {episodes}")
+    ckpt = load_checkpoint(run_dir)
     if out is not None:
         check_writable(out, "evaluation JSON")
-    ckpt = load_checkpoint(run_dir)
     returns, lengths = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
                                      jax.random.key(seed), episodes, deterministic)
     result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic)

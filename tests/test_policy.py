@@ -18,8 +18,7 @@ from jaxppo.networks import make_network
 from jaxppo.normalize import RunningMeanStd, rms_normalize
 from jaxppo.policy import evaluate, load_policy
 
-# The package exports the run-dir `evaluate`, which shadows the submodule's attribute.
-ev = importlib.import_module("jaxppo.evaluate")
+ev = importlib.import_module("jaxppo.episodes")
 RUNS = 4
 
 
@@ -161,10 +160,11 @@ def test_bad_seed_and_missing_checkpoint_give_one_line(cartpole, tmp_path):
 
 def test_gif_to_an_unwritable_path_fails_before_playing(cartpole, tmp_path, monkeypatch):
     _, config, train_states, _ = cartpole
-    monkeypatch.setattr(ev, "play_episode", lambda *a, **k: pytest.fail("played an episode"))
+    rd = importlib.import_module("jaxppo.render")
+    monkeypatch.setattr(rd, "play_episode", lambda *a, **k: pytest.fail("played an episode"))
     gif = tmp_path / "no" / "such" / "dir" / "ep.gif"
     with pytest.raises(UsageError, match=f"cannot write GIF to '{gif}': directory .* does not "
                                          "exist; pass a writable path"):
-        ev.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(gif))
+        rd.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(gif))
     with pytest.raises(UsageError, match="it is a directory"):
-        ev.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(tmp_path))
+        rd.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(tmp_path))

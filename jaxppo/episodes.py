@@ -1,4 +1,4 @@
-"""Evaluate a trained policy: whole episodes inside one jitted scan, and an optional GIF.
+"""Whole episodes of a trained policy inside one jitted scan (evaluation, and the frames of a GIF).
 
 Each of E envs plays exactly one episode (the first); steps after its end are masked, so the
 scan has the static length of the env's time limit. `evaluate_runs` vmaps that over the R runs
@@ -15,23 +15,17 @@ differ by their policies, not by their luck.
 from __future__ import annotations
 
 import functools
-import os
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo import brax_env
 from jaxppo.config import PPOConfig
 from jaxppo.envs import EnvState, VecEnv
-from jaxppo.errors import UsageError
 from jaxppo.networks import make_network
 from jaxppo.normalize import rms_normalize
 from jaxppo.train import TrainState
-
-_CLASSIC_CONTROL = ("Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0",
-                    "MountainCarContinuous-v0")
 
 
 class EpisodeCarry(NamedTuple):
@@ -144,119 +138,3 @@ def play_episode(config: PPOConfig, train_state: TrainState, key: jax.Array,
     states += [jax.tree.map(lambda x, t=t: x[t, 0], inner) for t in range(length - 1)]
     rewards = [0.0] + [float(r) for r in returns[: length - 1, 0]]
     return env, states, rewards, length
-
-
-def check_writable(path: str | os.PathLike, what: str) -> None:
-    """Fail on a path that cannot be written before an episode is played, naming the path
-    (and not the renderer that would otherwise fail on it)."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        reason = "it is a directory"
-    elif not os.path.exists(folder):
-        reason = f"directory '{folder}' does not exist"
-    elif not os.path.isdir(folder):
-        reason = f"'{folder}' is not a directory"
-    elif not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        reason = "permission denied"
-    else:
-        return
-    raise UsageError(f"cannot write {what} to '{path}': {reason}; pass a writable path")
-
-
-def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
-               deterministic: bool = True) -> int:
-    """Render one episode to a GIF (gymnasium's renderer for classic control, gymnax's
-    Visualizer for the others, a side view for Brax); returns the episode length."""
-    check_writable(path, "GIF")
-    env, states, rewards, length = play_episode(config, train_state, key, deterministic)
-    if brax_env.is_brax_id(config.env_id):
-        brax_env.write_gif(env.env, states, rewards, path)
-        return length
-    # pygame (under gymnasium's renderer) opens an audio device and a display on init; headless
-    # machines then print thousands of ALSA/XDG errors. Drawing needs neither.
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    try:
-        if config.env_id in _CLASSIC_CONTROL:
-            frames = _classic_control_frames(config.env_id, env.params, states, rewards)
-            _save_gif(frames, path, 50)
-        else:
-            from gymnax.visualize import Visualizer
-
-            write_gif(Visualizer(env.env, env.params, states, np.array(rewards)), len(states),
-                      path)
-    except Exception as e:  # noqa: BLE001 - a missing visualizer must not crash eval
-        if type(e).__name__ in ("DependencyNotInstalled", "ModuleNotFoundError"):
-            raise RuntimeError(f"rendering {config.env_id} needs gymnasium's classic-control "
-                               "renderer: pip install 'jaxppo[render]'") from None
-        raise RuntimeError(f"gymnax has no working visualizer for {config.env_id}: "
-                           f"{type(e).__name__}: {e}") from None
-    return length
-
-
-def render_html(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
-                deterministic: bool = True) -> int:
-    """Write one episode as Brax's interactive 3D viewer (HTML); returns the episode length."""
-    if not brax_env.is_brax_id(config.env_id):
-        raise RuntimeError(f"HTML rendering is for Brax environments; {config.env_id} is a "
-                           "gymnax environment (use --gif)")
-    check_writable(path, "HTML")
-    env, states, _, length = play_episode(config, train_state, key, deterministic)
-    brax_env.write_html(env.env, states, path)
-    return length
-
-
-def _classic_control_frames(env_id: str, params: Any, states: list, rewards: list[float]) -> list:
-    """Draw each state with one gymnasium env at `rgb_array` (gymnax's Visualizer makes a new
-    gymnasium env, and so a new pygame surface, per frame, and redraws a matplotlib figure:
-    about 35x slower)."""
-    import gymnasium as gym
-    from gymnax.visualize.vis_gym import get_gym_state, set_gym_params
-    from PIL import Image, ImageDraw
-
-    gym_env = gym.make(env_id, render_mode="rgb_array")
-    frames = []
-    try:
-        gym_env.reset(seed=0)
-        inner = gym_env.unwrapped
-        set_gym_params(inner, env_id, params)
-        for t, state in enumerate(states):
-            inner.state = get_gym_state(state, env_id)
-            if env_id == "Pendulum-v1":
-                inner.last_u = np.asarray(state.last_u, np.float64)
-            frame = Image.fromarray(np.asarray(gym_env.render()))
-            ImageDraw.Draw(frame).text((8, 8), f"{env_id}  step {t + 1}  return {rewards[t]:.1f}",
-                                       fill=(0, 0, 0))
-            frames.append(frame)
-    finally:
-        gym_env.close()
-    return frames
-
-
-def write_gif(vis, num_frames: int, path: str) -> None:
-    """Draw each frame with gymnax's Visualizer and save with Pillow (matplotlib's animation
-    writer produced empty GIFs with it on matplotlib 3.11)."""
-    import matplotlib.pyplot as plt
-    from PIL import Image
-
-    vis.init()
-    frames = []
-    for i in range(num_frames):
-        vis.update(i)
-        vis.fig.canvas.draw()
-        frames.append(Image.fromarray(np.asarray(vis.fig.canvas.buffer_rgba())[..., :3]))
-    plt.close(vis.fig)
-    _save_gif(frames, path, vis.interval)
-
-
-def _save_gif(frames: list, path: str, interval_ms: int) -> None:
-    """Save RGB frames with one palette, taken from the first, middle and last frames: Pillow
-    otherwise quantizes each frame on its own, 7 of the 8 s a 500-frame CartPole GIF took."""
-    from PIL import Image
-
-    picks = sorted({0, len(frames) // 2, len(frames) - 1})
-    sample = np.concatenate([np.asarray(frames[i]) for i in picks], axis=0)
-    palette = Image.fromarray(sample).quantize(colors=128)
-    frames = [f.quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=interval_ms, loop=0)
