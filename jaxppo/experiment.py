@@ -210,14 +210,15 @@ class Experiment:
         inputs = placement.place_inputs(self.keys(), self.hparams())
         restored = resume["runner"] if resume else None
         self.t_start = t_start = time.perf_counter()
-        for cb in callbacks:
-            cb.on_start(info)
-        driver.compile(inputs, start_update)
-        for cb in callbacks:
-            cb.on_compiled(info, driver.compile_s)
-        runner = driver.place(restored) if restored is not None else driver.init(inputs)
-        loop = _Loop(self, info, stats, callbacks, driver.compile_s, t_start)
+        loop = _Loop(self, info, stats, callbacks, t_start)
         try:
+            for cb in callbacks:
+                cb.on_start(info)
+            driver.compile(inputs, start_update)
+            loop.compile_s = driver.compile_s
+            for cb in callbacks:
+                cb.on_compiled(info, driver.compile_s)
+            runner = driver.place(restored) if restored is not None else driver.init(inputs)
             with StopFlag() as stop:
                 loop.stop_flag = stop
                 final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk, t_start)
@@ -260,10 +261,9 @@ class Experiment:
 class _Loop:
     """The per-chunk decisions of one `Experiment.run()`: account, log, stop or go on."""
 
-    def __init__(self, exp: Experiment, info: RunInfo, stats: RunStats, callbacks, compile_s,
-                 t_start):
+    def __init__(self, exp: Experiment, info: RunInfo, stats: RunStats, callbacks, t_start):
         self.exp, self.info, self.stats, self.callbacks = exp, info, stats, callbacks
-        self.compile_s, self.t_start = compile_s, t_start
+        self.compile_s, self.t_start = 0.0, t_start
         self.status = "running"
         self.stop_signal = None
         self.diverged: tuple[int, int] | None = None
