@@ -27,12 +27,11 @@ import jaxppo.compare as cmp
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.callbacks import Callback, RunInfo
 from jaxppo.config import Hparams, load_config, parse_value
-from jaxppo.distributed import init_distributed, is_main_process, make_mesh
+from jaxppo.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.experiment import DIVERGENCE_HINT, Experiment, run_dir_of, sweep
 from jaxppo.files import check_writable
 from jaxppo.logger import WandbLogger
-from jaxppo.machine import describe
 from jaxppo.policy import evaluate, load_policy
 from jaxppo.render import render_gif, render_html
 
@@ -94,18 +93,9 @@ def require_config(args) -> str:
 
 
 def setup_devices(args):
-    """Join a multi-process run if asked (or if SLURM / Open MPI launched several tasks), then
-    build the device mesh for `--devices`; None means one device, no sharding."""
-    explicit = [args.coordinator_address, args.num_processes, args.process_id]
-    if any(v is not None for v in explicit):
-        if any(v is None for v in explicit):
-            raise UsageError("multi-process runs need all of --coordinator-address HOST:PORT, "
-                             "--num-processes P and --process-id I (or none, under SLURM / Open "
-                             "MPI)")
-        init_distributed(*explicit)
-    elif int(os.environ.get("SLURM_NTASKS", "1")) > 1 or \
-            int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
-        init_distributed()  # JAX reads the cluster's own variables
+    """Join a multi-process run if asked (before any JAX computation), then build the device
+    mesh for `--devices`; None means one device, no sharding."""
+    join_processes(args.coordinator_address, args.num_processes, args.process_id)
     if args.devices is None and jax.process_count() == 1:
         if args.shard != "seeds":
             raise UsageError("--shard needs --devices N|all")
@@ -134,13 +124,6 @@ def _logging_callbacks(args) -> list:
     return [WandbLogger(project=args.wandb_project)] if getattr(args, "wandb", False) else []
 
 
-def _fmt_solved(env_id: str, solved: dict | None) -> str | None:
-    if not solved:
-        return None
-    return (f"{env_id} solved in {solved['wall_s']:.1f} s after {solved['episodes']:,.0f} "
-            f"episodes ({solved['env_steps']:,} steps)")
-
-
 # --------------------------------------------------------------------------------------------
 def cmd_train(args) -> int:
     mesh = setup_devices(args)  # before any JAX computation
@@ -153,20 +136,14 @@ def cmd_train(args) -> int:
         if given:
             raise UsageError(f"--resume continues a run with its own config, seeds and run "
                              f"directory: drop {', '.join(given)}")
-        try:
-            exp = Experiment.from_checkpoint(args.resume, **opts)
-        except CheckpointError as e:
-            raise UsageError(str(e)) from None
+        exp = Experiment.from_checkpoint(args.resume, **opts)
     else:
         config = load_config(require_config(args), parse_set(args.set))
         exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
     header = f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)"
     exp.callbacks = [_Header(header), *exp.callbacks, *_logging_callbacks(args)]
-    try:
-        result = exp.run()
-    except CheckpointError as e:
-        raise UsageError(str(e)) from None
+    result = exp.run()
     if not is_main_process():
         return 3 if result.diverged else (128 + result.stop_signal if result.stop_signal else 0)
     s = result.summary
@@ -184,9 +161,9 @@ def cmd_train(args) -> int:
         print(f"stopped by {name} at update {result.update}/{exp.config.num_updates}; checkpoint "
               f"saved. Continue with: jaxppo train --resume {result.run_dir}", file=sys.stderr)
         return 128 + result.stop_signal
-    line = _fmt_solved(exp.config.env_id, result.solved)
-    if line:
-        print(line)
+    if result.solved:
+        print(f"{exp.config.env_id} solved in {result.solved['wall_s']:.1f} s after "
+              f"{result.solved['episodes']:,.0f} episodes ({result.solved['env_steps']:,} steps)")
     rets = s["final_return"]
     spread = f" ± {s['final_return_std']:.1f} over {len(rets)} seeds" if len(rets) > 1 else ""
     print(f"final return: {s['final_return_mean']:.1f}{spread} | {s['sps']:,.0f} SPS "
@@ -252,28 +229,17 @@ def cmd_compare(args) -> int:
     if unknown or not systems:
         raise UsageError(f"--systems: unknown {unknown or 'empty list'}; choose from "
                          f"{','.join(cmp.SYSTEMS)}")
-    seeds = args.seeds or 16
-    same, notes = cmp.comparable_config(config)
     out_dir = args.out or os.path.join(
         "runs", f"compare__{config.env_id}__{time.strftime('%Y%m%d-%H%M%S')}")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UsageError(f"--out {out_dir!r} is a file; pass a directory")
-    print(f"jaxppo compare: {config.env_id}, {same.env_steps:,} steps, {args.repeats} repeat(s) "
-          f"each, interleaved, one child process per run | out {out_dir}", flush=True)
-    for n in notes:
-        print(f"note: {n}", flush=True)
     try:
-        rows, notes = cmp.compare(config, repeats=args.repeats, seeds=seeds, systems=systems,
-                                  seed=args.seed, warm_cache=args.warm_cache,
-                                  echo=lambda m: print(m, flush=True))
+        md = cmp.compare_and_report(config, out_dir, repeats=args.repeats, seeds=args.seeds or 16,
+                                    systems=systems, seed=args.seed, warm_cache=args.warm_cache,
+                                    echo=lambda m: print(m, flush=True))
     except RuntimeError as e:
         print(f"jaxppo compare: error: {e}", file=sys.stderr)
         return 1
-    cmp.add_ratios(rows)
-    cache = "warm persistent compilation cache" if args.warm_cache else "cold compile every run"
-    header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {args.repeats} "
-              f"interleaved repeat(s); {describe()}; {cmp.versions()}; jaxppo: {cache}")
-    md = cmp.write_outputs(out_dir, rows, same, notes, header)
     print()
     print(md)
     print(f"wrote {out_dir}/compare.md, compare.csv, compare.png")

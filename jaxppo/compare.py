@@ -32,6 +32,7 @@ from jaxppo._xla import setup_compilation_cache
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
 from jaxppo.experiment import Experiment
+from jaxppo.machine import describe
 from jaxppo.plots import plot_compare
 from jaxppo.stats import SOLVE_THRESHOLDS, SolveTracker
 
@@ -326,6 +327,24 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
     plot_compare(os.path.join(out_dir, "compare.png"), rows, f"{config.env_id}, "
                  f"{config.env_steps:,} steps")
     return md
+
+
+def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: int,
+                       systems: tuple[str, ...], seed: int, warm_cache: bool, echo=print) -> str:
+    """`jaxppo compare`: say how the configs were made identical, run every system, write
+    compare.md/.csv/.png into `out_dir`; returns the markdown table."""
+    same, notes = comparable_config(config)
+    echo(f"jaxppo compare: {config.env_id}, {same.env_steps:,} steps, {repeats} repeat(s) "
+         f"each, interleaved, one child process per run | out {out_dir}")
+    for n in notes:
+        echo(f"note: {n}")
+    rows, notes = compare(config, repeats=repeats, seeds=seeds, systems=systems, seed=seed,
+                          warm_cache=warm_cache, echo=echo)
+    add_ratios(rows)
+    cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
+    header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {repeats} "
+              f"interleaved repeat(s); {describe()}; {versions()}; jaxppo: {cache}")
+    return write_outputs(out_dir, rows, same, notes, header)
 
 
 if __name__ == "__main__":

@@ -7,12 +7,14 @@ operation, so single-process runs pay nothing for it.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
-from jaxppo.errors import ConfigError
+from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
 
 AXIS = "devices"
@@ -32,6 +34,23 @@ def init_distributed(coordinator_address: str | None = None, num_processes: int 
         raise ConfigError(f"jax.distributed.initialize failed: {first}; pass --coordinator-address "
                           "HOST:PORT --num-processes P --process-id I (or run under SLURM / "
                           "Open MPI)") from None
+
+
+def join_processes(coordinator_address: str | None = None, num_processes: int | None = None,
+                   process_id: int | None = None) -> None:
+    """What the CLI's `--coordinator-address/--num-processes/--process-id` do: all three start
+    a multi-process run; none joins one only under SLURM or Open MPI with several tasks (JAX
+    reads the cluster's own variables); otherwise this is one process."""
+    explicit = [coordinator_address, num_processes, process_id]
+    if any(v is not None for v in explicit):
+        if any(v is None for v in explicit):
+            raise UsageError("multi-process runs need all of --coordinator-address HOST:PORT, "
+                             "--num-processes P and --process-id I (or none, under SLURM / Open "
+                             "MPI)")
+        init_distributed(*explicit)
+    elif int(os.environ.get("SLURM_NTASKS", "1")) > 1 or \
+            int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        init_distributed()
 
 
 def make_mesh(devices: int | str | None = None) -> Mesh:
