@@ -12,7 +12,7 @@ import torch  # the compare extra is part of the dev extra, so CI runs these
 from jaxppo import PPOConfig
 from jaxppo.cli import main
 from jaxppo.compare import AnnealedLR, comparable_config, make_sb3
-from jaxppo.logger import SolveTracker
+from jaxppo.stats import SolveTracker
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
