@@ -18,7 +18,7 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from jaxppo.checkpoint import save_checkpoint
 from jaxppo.config import PPOConfig
-from jaxppo.distributed import gather, is_main_process
+from jaxppo.distributed import from_process_0, gather, is_main_process
 from jaxppo.keys import keys_as_data
 from jaxppo.stats import RunStats
 
@@ -51,7 +51,8 @@ class ChunkEvent:
     """One chunk of updates, done. `runner` is the device state after it (leading axis R)."""
 
     info: RunInfo
-    update: int  # updates done after this chunk (of info.config.num_updates)
+    first_update: int  # updates done before this chunk
+    update: int  # updates done after it (of info.config.num_updates)
     metrics: dict[str, np.ndarray]  # each [R, C]
     wall_s: float  # wall seconds of the whole run so far (earlier sessions and compile included)
     chunk_s: float  # seconds this chunk took
@@ -59,10 +60,6 @@ class ChunkEvent:
     stats: RunStats  # the running account, this chunk included
     runner: Any
     diverged: tuple[int, int] | None  # (run, update) of the first NaN/Inf update, if any
-
-    @property
-    def first_update(self) -> int:
-        return self.update - self.metrics["episodes"].shape[1]
 
     @property
     def sps(self) -> float:
@@ -76,7 +73,7 @@ class RunResult:
 
     config: PPOConfig
     num_runs: int
-    status: str  # "finished", "stopped" (signal or callback), "diverged" or "error"
+    status: str  # "finished", "stopped" (a signal or a callback), "diverged" or "error"
     update: int  # updates done
     final_return: np.ndarray  # [R] the latest mean episodic return per run
     solved: dict | None  # {"env_steps", "update", "episodes", "wall_s", "threshold"}
@@ -90,6 +87,7 @@ class RunResult:
     diverged: tuple[int, int] | None = None  # (run, update)
     good_update: int | None = None  # the newest finite state's update (what a checkpoint keeps)
     summary: dict = dataclasses.field(default_factory=dict)  # what summary.json holds
+    started: float = 0.0  # time.perf_counter() when the run's clock (wall_s) started
 
     @property
     def env_steps(self) -> int:
@@ -142,19 +140,16 @@ class StopAtReturn(Callback):
 
 
 class Progress(Callback):
-    """Live progress: a tqdm bar on a terminal, plain flushed lines otherwise (CI logs, pipes).
-    Says "compiling" while compiling; the one speed shown is jaxppo's SPS (compile excluded)."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.bar = None
+    """Live progress: a tqdm bar when stderr is a terminal, plain flushed lines on stdout
+    otherwise (CI logs, pipes). Says "compiling" while compiling; the one speed shown is
+    jaxppo's SPS (compile excluded)."""
 
     def on_start(self, info: RunInfo) -> None:
         self.total = info.config.env_steps
-        self.t0 = time.perf_counter()
-        if self.stream.isatty():
+        self.bar = None
+        if sys.stderr.isatty():
             self.bar = tqdm(total=self.total, initial=info.start_update * info.config.batch_size,
-                            unit="step", unit_scale=True, dynamic_ncols=True, file=self.stream,
+                            unit="step", unit_scale=True, dynamic_ncols=True, file=sys.stderr,
                             desc="compiling…",
                             bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
                                        "[{elapsed}{postfix}]")
@@ -181,8 +176,16 @@ class Progress(Callback):
                   f"| mean return {ret:.2f} | t={event.wall_s:.1f}s", flush=True)
 
     def on_end(self, result: RunResult) -> None:
-        if self.bar is not None:
+        if getattr(self, "bar", None) is not None:
             self.bar.close()
+
+
+class _Good(NamedTuple):
+    """The newest state whose every update was finite, with the account at that point."""
+
+    runner: Any
+    update: int
+    stats: dict
 
 
 class Checkpointer(Callback):
@@ -190,15 +193,16 @@ class Checkpointer(Callback):
     every `every` updates and/or every `every_s` seconds, and at the end the newest good state
     (finished, stopped, a callback's exception, or the last finite state before divergence).
 
-    Runs on every process of a multi-process run (gathering is a collective); only process 0
-    writes. `allow_nonfinite` keeps a sweep's checkpoints although some of its agents diverged.
+    Runs on every process of a multi-process run (gathering is a collective, and process 0's
+    clock decides when a save is due); only process 0 writes. `allow_nonfinite` keeps a
+    sweep's checkpoints although some of its agents diverged.
     """
 
     def __init__(self, every: int | None = None, every_s: float | None = None,
                  allow_nonfinite: bool = False):
         self.every, self.every_s = every, every_s
         self.allow_nonfinite = allow_nonfinite
-        self.pending = None  # (runner, update, stats dict) of the newest good chunk
+        self.good: _Good | None = None
         self.saved_update: int | None = None
 
     def on_start(self, info: RunInfo) -> None:
@@ -209,29 +213,30 @@ class Checkpointer(Callback):
     def on_chunk(self, event: ChunkEvent) -> None:
         if event.diverged is not None and not self.allow_nonfinite:
             return  # never a NaN state; on_end saves the last good one
-        self.pending = (event.runner, event.update, event.stats.to_dict(event.wall_s))
-        prev = event.first_update
-        due_updates = self.every and event.update // self.every > prev // self.every
+        self.good = _Good(event.runner, event.update, event.stats.to_dict(event.wall_s))
+        due_updates = self.every and event.update // self.every > event.first_update // self.every
         due_time = self.every_s and time.perf_counter() - self.last_save >= self.every_s
-        if due_updates or due_time:
-            self.save(*self.pending)
+        if from_process_0(int(bool(due_updates or due_time))):
+            self.save(self.good)
 
-    def save(self, runner, update: int, stats: dict) -> None:
-        host = gather(keys_as_data(runner))
+    def save(self, good: _Good) -> None:
+        host = gather(keys_as_data(good.runner))
         if is_main_process():
-            extra = {"seed": self.info.seed, "stats": stats}
+            extra = {"seed": self.info.seed, "stats": good.stats}
             if self.info.settings is not None:
                 extra["settings"] = self.info.settings
-            save_checkpoint(self.info.run_dir, host, self.info.config, update,
+            save_checkpoint(self.info.run_dir, host, self.info.config, good.update,
                             self.info.num_runs, extra=extra, allow_nonfinite=self.allow_nonfinite)
-        self.saved_update = update
+        self.saved_update = good.update
         self.last_save = time.perf_counter()
 
     def on_end(self, result: RunResult) -> None:
-        if self.pending is not None and (self.saved_update is None
-                                         or self.pending[1] > self.saved_update):
-            self.save(*self.pending)
-        self.pending = None
+        # After an error on one process the others are not at this point: no collective then.
+        lone_error = result.status == "error" and jax.process_count() > 1
+        if self.good is not None and not lone_error and (
+                self.saved_update is None or self.good.update > self.saved_update):
+            self.save(self.good)
+        self.good = None
 
 
 def stack_metrics(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -239,8 +244,3 @@ def stack_metrics(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     if not chunks:
         return {}
     return {k: np.concatenate([c[k] for c in chunks], axis=1) for k in chunks[0]}
-
-
-def host_tree(tree):
-    """A device pytree as NumPy on the host (keys as their raw data)."""
-    return jax.tree.map(np.asarray, gather(keys_as_data(tree)))

@@ -9,9 +9,9 @@ builds, so a corrupt, truncated or mismatched file gives one clear `CheckpointEr
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +23,12 @@ from flax import serialization
 
 from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.errors import CheckpointError, ConfigError
+from jaxppo.files import remove_stale_temps, write_atomic
 from jaxppo.keys import is_key, to_host
 from jaxppo.train import make_train
 
 FORMAT = "jaxppo-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: the checksum covers the header too
 FILENAME = "checkpoint.msgpack"
 
 
@@ -41,46 +42,59 @@ def checkpoint_path(path: str | os.PathLike) -> str:
     return path
 
 
+def _digest(header: dict, payload: bytes) -> str:
+    """SHA-256 over everything a checkpoint restores: the header (config, update, runs, the
+    running account) without its own digest, then the payload."""
+    fields = {k: v for k, v in header.items() if k != "sha256"}
+    return hashlib.sha256(msgpack.packb(fields, use_bin_type=True) + payload).hexdigest()
+
+
 def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_runs: int,
                     extra: dict | None = None, allow_nonfinite: bool = False) -> str:
     """Write atomically: a temp file in the same dir, fsync, then rename over the old one.
 
-    A kill during the save leaves the previous checkpoint intact, and a diverged (non-finite)
-    state is refused, so a bad state never replaces a good checkpoint (`allow_nonfinite`: a
-    sweep, whose diverged agents are flagged and whose others go on).
+    A kill during the save leaves the previous checkpoint intact (and the next save removes
+    the temp file it left), and a diverged (non-finite) state is refused, so a bad state never
+    replaces a good checkpoint (`allow_nonfinite`: a sweep, whose diverged agents are flagged
+    and whose others go on).
     """
     host = to_host(runner)
     train_state = getattr(host, "train_state", host)
     if not allow_nonfinite and not all(np.isfinite(x).all() for x in jax.tree.leaves(train_state)
-               if np.issubdtype(x.dtype, np.floating)):
+                                       if np.issubdtype(x.dtype, np.floating)):
         raise CheckpointError("refusing to save a checkpoint with NaN/Inf parameters (the run "
                               "diverged); the previous checkpoint is kept")
+    if not os.path.isdir(run_dir):  # deleted under a running run: never recreate it silently
+        raise FileNotFoundError(errno.ENOENT, "the run directory was deleted", run_dir)
     ckpt_dir = os.path.join(run_dir, "checkpoint")
     os.makedirs(ckpt_dir, exist_ok=True)
+    remove_stale_temps(ckpt_dir)
     payload = serialization.msgpack_serialize(serialization.to_state_dict(host))
     header = {
         "format": FORMAT, "version": VERSION, "config": config.to_dict(), "update": int(update),
-        "num_runs": int(num_runs), "sha256": hashlib.sha256(payload).hexdigest(),
-        "extra": extra or {},
+        "num_runs": int(num_runs), "extra": extra or {},
     }
-    blob = msgpack.packb({"header": header, "payload": payload}, use_bin_type=True)
-    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=".tmp-", suffix=".msgpack")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        final = os.path.join(ckpt_dir, FILENAME)
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    header["sha256"] = _digest(header, payload)
+    final = os.path.join(ckpt_dir, FILENAME)
+    write_atomic(final, msgpack.packb({"header": header, "payload": payload}, use_bin_type=True))
     return final
 
 
+def _check_header(header) -> None:
+    """The header's structure; anything else is the one 'corrupt' line, not a KeyError."""
+    ok = (isinstance(header, dict) and header.get("format") == FORMAT
+          and isinstance(header.get("config"), dict) and isinstance(header.get("sha256"), str)
+          and isinstance(header.get("extra", {}), dict)
+          and all(isinstance(header.get(k), int) and not isinstance(header.get(k), bool)
+                  for k in ("version", "update", "num_runs"))
+          and header["update"] >= 0 and header["num_runs"] >= 1)
+    if not ok:
+        raise ValueError("header")
+
+
 def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
-    """Return `(header, state_dict)` after checking format, version and checksum."""
+    """Return `(header, state_dict)` after checking format, version and checksum (which
+    covers the header too: a flipped bit in `gamma` or an edited `update` is refused)."""
     file = checkpoint_path(path)
     if not os.path.isfile(file):
         raise CheckpointError(f"no checkpoint at '{path}' (looked for {file}); "
@@ -89,17 +103,21 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
         with open(file, "rb") as f:
             outer = msgpack.unpackb(f.read(), raw=False)
         header, payload = outer["header"], outer["payload"]
-        if header.get("format") != FORMAT:
-            raise KeyError("format")
+        _check_header(header)
+        if not isinstance(payload, bytes):
+            raise TypeError("payload")
     except (msgpack.exceptions.ExtraData, msgpack.exceptions.UnpackException, ValueError,
-            KeyError, TypeError) as e:
+            KeyError, TypeError, RecursionError) as e:
         raise CheckpointError(f"checkpoint '{file}' is corrupt or truncated ({type(e).__name__}); "
                               "restore it from a backup or start a new run") from None
-    if header.get("version") != VERSION:
-        raise CheckpointError(f"checkpoint '{file}' has format version {header.get('version')}, "
-                              f"this jaxppo reads version {VERSION}; use the matching jaxppo")
-    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
-        raise CheckpointError(f"checkpoint '{file}' fails its checksum (corrupt); "
+    if header["version"] not in (1, VERSION):
+        raise CheckpointError(f"checkpoint '{file}' has format version {header['version']}, "
+                              f"this jaxppo reads versions 1 and {VERSION}; use the matching jaxppo")
+    # Version 1 (jaxppo 0.1) checksummed the payload alone.
+    digest = hashlib.sha256(payload).hexdigest() if header["version"] == 1 else _digest(header,
+                                                                                        payload)
+    if digest != header["sha256"]:
+        raise CheckpointError(f"checkpoint '{file}' fails its checksum (corrupt or edited); "
                               "restore it from a backup or start a new run")
     try:
         state = serialization.msgpack_restore(payload)

@@ -14,13 +14,14 @@ boundary with status 3, keeping the last good checkpoint.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import signal
 import sys
 import time
 
 import jax
-import numpy as np
 import yaml
 
 import jaxppo.compare as cmp
@@ -29,7 +30,14 @@ from jaxppo.callbacks import Callback, RunInfo
 from jaxppo.config import Hparams, load_config, parse_value
 from jaxppo.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
-from jaxppo.experiment import DIVERGENCE_HINT, Experiment, run_dir_of, sweep
+from jaxppo.experiment import (
+    DIVERGENCE_HINT,
+    Experiment,
+    SweepResult,
+    grid_settings,
+    run_dir_of,
+    sweep_rows,
+)
 from jaxppo.files import check_writable
 from jaxppo.logger import WandbLogger
 from jaxppo.policy import evaluate, load_policy
@@ -104,10 +112,11 @@ def setup_devices(args):
 
 
 class _Header(Callback):
-    """The CLI's first lines: what runs where, and where a resumed run picks up."""
+    """The CLI's first lines: what runs where, the compile time (when no progress display says
+    it), and where a resumed run picks up."""
 
-    def __init__(self, what: str):
-        self.what = what
+    def __init__(self, what: str, progress: bool):
+        self.what, self.progress = what, progress
 
     def on_start(self, info: RunInfo) -> None:
         c = info.config
@@ -116,12 +125,55 @@ class _Header(Callback):
               f"{c.batch_size}){where} | run dir {info.run_dir}", flush=True)
 
     def on_compiled(self, info: RunInfo, compile_s: float) -> None:
+        if not self.progress:
+            print(f"compiled in {compile_s:.1f} s ({info.chunk_updates} updates per chunk)",
+                  flush=True)
         if info.start_update:
             print(f"resuming at update {info.start_update}/{info.config.num_updates}", flush=True)
 
 
-def _logging_callbacks(args) -> list:
-    return [WandbLogger(project=args.wandb_project)] if getattr(args, "wandb", False) else []
+def _run(exp: Experiment, args, what: str):
+    """Run `exp` with the CLI's own callbacks; `(result, None)`, or `(None, exit status)` after
+    one line for a run stopped at once (a second signal) or a file system failure."""
+    if is_main_process():
+        extra = [WandbLogger(project=args.wandb_project)] if args.wandb else []
+        exp.callbacks = [_Header(what, exp.progress), *exp.callbacks, *extra]
+    try:
+        return exp.run(), None
+    except KeyboardInterrupt as e:  # a second signal (StopNow), or Ctrl-C while compiling
+        signum = getattr(e, "signum", signal.SIGINT)
+        problem, code = f"stopped at once by {signal.Signals(signum).name}", 128 + signum
+    except OSError as e:
+        problem, code = f"cannot write the run directory ({e.strerror or e}: {e.filename})", 1
+    run_dir = exp.last_run_dir
+    if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
+        print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
+              f"continue with: jaxppo {args.command} --resume {run_dir}", file=sys.stderr)
+    else:
+        gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
+        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{gone}",
+              file=sys.stderr)
+    return None, code
+
+
+def _stopped(result, command: str) -> int | None:
+    """The exit status (after one line) of a run that stopped early; None if it finished."""
+    if result.diverged is not None:
+        run, update = result.diverged
+        kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
+                f"{result.run_dir}" if result.good_update else
+                "no finite state was reached to checkpoint")
+        print(f"jaxppo {command}: error: training diverged: NaN/Inf in the loss, gradients or "
+              f"parameters at update {update} (seed {run}); {kept}; {DIVERGENCE_HINT}",
+              file=sys.stderr)
+        return 3
+    if result.stop_signal is not None:
+        name = signal.Signals(result.stop_signal).name
+        print(f"stopped by {name} at update {result.update}/{result.config.num_updates}; "
+              f"checkpoint saved. Continue with: jaxppo {command} --resume {result.run_dir}",
+              file=sys.stderr)
+        return 128 + result.stop_signal
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,37 +182,19 @@ def cmd_train(args) -> int:
     opts = dict(progress=not args.no_progress, mesh=mesh, shard=args.shard,
                 checkpoint_every=args.checkpoint_every)
     if args.resume:
-        given = [f for f, v in (("--config", args.config), ("--set", args.set),
-                                ("--seeds", args.seeds), ("--seed", args.seed),
-                                ("--run-name", args.run_name), ("--logdir", args.logdir)) if v]
-        if given:
-            raise UsageError(f"--resume continues a run with its own config, seeds and run "
-                             f"directory: drop {', '.join(given)}")
+        _refuse_with_resume(args)
         exp = Experiment.from_checkpoint(args.resume, **opts)
     else:
         config = load_config(require_config(args), parse_set(args.set))
         exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
-    header = f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)"
-    exp.callbacks = [_Header(header), *exp.callbacks, *_logging_callbacks(args)]
-    result = exp.run()
-    if not is_main_process():
-        return 3 if result.diverged else (128 + result.stop_signal if result.stop_signal else 0)
+    result, code = _run(exp, args, f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)")
+    if result is None:
+        return code
+    code = _stopped(result, "train")
+    if code is not None or not is_main_process():
+        return code or 0
     s = result.summary
-    if result.diverged is not None:
-        run, update = result.diverged
-        kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
-                f"{result.run_dir}" if result.good_update else
-                "no finite state was reached to checkpoint")
-        print(f"jaxppo train: error: training diverged: NaN/Inf in the loss, gradients or "
-              f"parameters at update {update} (seed {run}); {kept}; {DIVERGENCE_HINT}",
-              file=sys.stderr)
-        return 3
-    if result.stop_signal is not None:
-        name = signal.Signals(result.stop_signal).name
-        print(f"stopped by {name} at update {result.update}/{exp.config.num_updates}; checkpoint "
-              f"saved. Continue with: jaxppo train --resume {result.run_dir}", file=sys.stderr)
-        return 128 + result.stop_signal
     if result.solved:
         print(f"{exp.config.env_id} solved in {result.solved['wall_s']:.1f} s after "
               f"{result.solved['episodes']:,.0f} episodes ({result.solved['env_steps']:,} steps)")
@@ -171,24 +205,45 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _refuse_with_resume(args) -> None:
+    given = [f for f, v in (("--config", args.config), ("--set", args.set),
+                            ("--seeds", args.seeds), ("--seed", args.seed),
+                            ("--run-name", args.run_name), ("--logdir", args.logdir),
+                            ("--grid", getattr(args, "grid", None))) if v]
+    if given:
+        raise UsageError(f"--resume continues a run with its own config, seeds and run "
+                         f"directory: drop {', '.join(given)}")
+
+
 def cmd_sweep(args) -> int:
     mesh = setup_devices(args)  # before any JAX computation
     if jax.process_count() > 1:
         raise UsageError("sweep runs in one process (use --devices to shard it over this "
                          "host's devices); multi-process runs are `jaxppo train`")
-    config = load_config(require_config(args), parse_set(args.set))
-    grid = parse_grid(args.grid)
-    seeds = args.seeds or 1
-    n = int(np.prod([len(v) for v in grid.values()]))
-    what = f"jaxppo sweep: {config.env_id} | {n} settings x {seeds} seeds = {n * seeds} agents " \
-           "in one program"
-    out = sweep(config, grid, seeds, seed=args.seed or 0, logdir=args.logdir or "runs",
-                run_name=args.run_name, progress=not args.no_progress,
-                tensorboard=not args.no_tensorboard, mesh=mesh, shard=args.shard,
-                callbacks=[_Header(what), *_logging_callbacks(args)])
-    print(out.table())
-    s = out.result.summary
-    print(f"{n * seeds} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")
+    opts = dict(progress=not args.no_progress, tensorboard=not args.no_tensorboard, mesh=mesh,
+                shard=args.shard)
+    if args.resume:
+        _refuse_with_resume(args)
+        exp = Experiment.from_checkpoint(args.resume, **opts)
+        if exp.settings is None:
+            raise UsageError(f"'{args.resume}' is a training run, not a sweep; resume it with "
+                             "jaxppo train --resume")
+    else:
+        config = load_config(require_config(args), parse_set(args.set))
+        settings = grid_settings(parse_grid(args.grid))
+        exp = Experiment(config, seeds=args.seeds or 1, hparams=settings, seed=args.seed or 0,
+                         logdir=args.logdir or "runs", run_name=args.run_name, **opts)
+    n = len(exp.settings)
+    result, code = _run(exp, args, f"jaxppo sweep: {exp.config.env_id} | {n} settings x "
+                                   f"{exp.seeds} seeds = {exp.num_runs} agents in one program")
+    if result is None:
+        return code
+    code = _stopped(result, "sweep")
+    if code is not None:
+        return code
+    print(SweepResult(sweep_rows(result), result, result.run_dir).table())
+    s = result.summary
+    print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")
     return 0
 
 
@@ -197,6 +252,12 @@ def cmd_eval(args) -> int:
         if path:
             check_writable(path, what)  # before any episode is played
     out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
+    if out is not None and os.path.isdir(run_dir_of(args.run_dir)):
+        try:
+            check_writable(out, "eval.json")
+        except UsageError as e:
+            print(f"note: {e} (or --no-json); evaluating without it", file=sys.stderr)
+            out = None
     res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
                    out=out)
     mode = "deterministic" if args.deterministic else "stochastic"
@@ -233,6 +294,12 @@ def cmd_compare(args) -> int:
         "runs", f"compare__{config.env_id}__{time.strftime('%Y%m%d-%H%M%S')}")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UsageError(f"--out {out_dir!r} is a file; pass a directory")
+    try:  # before any run: an unwritable --out is found now, not after an hour of runs
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out_dir!r}: cannot create it ({e.strerror}); pass a writable "
+                         "directory") from None
+    check_writable(os.path.join(out_dir, "compare.md"), "--out")
     try:
         md = cmp.compare_and_report(config, out_dir, repeats=args.repeats, seeds=args.seeds or 16,
                                     systems=systems, seed=args.seed, warm_cache=args.warm_cache,
@@ -296,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
     s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
+    s.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped sweep")
     s.set_defaults(func=cmd_sweep)
 
     c = sub.add_parser("compare", help="side by side with Stable-Baselines3 PPO (the compare extra)")
@@ -334,15 +402,50 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _PipeSafe(io.TextIOBase):
+    """stdout that a closed reader (`jaxppo train ... | head -1`) cannot kill: after a broken
+    pipe, output goes to /dev/null and the run goes on to its checkpoint and summary."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the interpreter's final flush too
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+        self.stream = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse itself exits 2 with one usage line on bad flags
     setup_compilation_cache(not args.no_cache)
+    stdout, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
     try:
         return args.func(args)
     except (ConfigError, UsageError, CheckpointError) as e:
         print(f"jaxppo {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before a run started (a run's own interrupt is handled in _run)
+        print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
+        return 130
+    finally:
+        sys.stdout = stdout
 
 
 __all__ = ["main", "build_parser"]

@@ -16,6 +16,7 @@ import re
 import typing
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import yaml
@@ -383,3 +384,28 @@ class Hparams(NamedTuple):
                               "separate make_train calls (one compile each)")
         hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in items]
         return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=True)))
+
+    def check(self) -> Hparams:
+        """Refuse impossible values (one line, as a config would) where they are concrete;
+        traced values (inside jit) cannot be looked at and pass through."""
+        for name, value in zip(self._fields, self, strict=True):
+            if isinstance(value, jax.core.Tracer) or value is None:
+                continue
+            v = np.asarray(value, dtype=np.float64)
+            low, high, fix = _HP_RANGES[name]
+            if not np.isfinite(v).all() or (v < low).any() or (v > high).any() or (
+                    name in _POSITIVE and (v <= 0).any()):
+                raise ConfigError(f"hparams '{name}': got {v.tolist()}; {fix}")
+        return self
+
+
+_POSITIVE = ("lr", "clip_eps", "max_grad_norm")
+_HP_RANGES = {
+    "lr": (0.0, np.inf, "use a positive number"),
+    "gamma": (0.0, 1.0, "use a value in [0, 1]"),
+    "gae_lambda": (0.0, 1.0, "use a value in [0, 1]"),
+    "clip_eps": (0.0, np.inf, "use a positive number"),
+    "ent_coef": (0.0, np.inf, "use a number >= 0"),
+    "vf_coef": (0.0, np.inf, "use a number >= 0"),
+    "max_grad_norm": (0.0, np.inf, "use a positive number"),
+}

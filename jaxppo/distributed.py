@@ -85,12 +85,12 @@ def gather(tree):
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
-def agree(signum: int | None) -> int | None:
-    """Process 0's stop request, on every process (a collective), so all stop at one chunk."""
+def from_process_0(value: int) -> int:
+    """Process 0's `value` on every process (a collective), so that every process takes the
+    same decision (stop here, checkpoint now) at the same chunk."""
     if jax.process_count() == 1:
-        return signum
-    value = int(multihost_utils.broadcast_one_to_all(np.int32(signum or 0)))
-    return value or None
+        return int(value)
+    return int(multihost_utils.broadcast_one_to_all(np.int32(value)))
 
 
 def put_global(tree, sharding):

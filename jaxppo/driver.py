@@ -38,6 +38,21 @@ def pick_chunk(num_updates: int, target_chunks: int = TARGET_CHUNKS) -> int:
     return best if abs(math.log(best / want)) <= math.log(2) else max(1, round(want))
 
 
+class StopNow(KeyboardInterrupt):
+    """A second stop signal: stop at once, not at the chunk boundary."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def chunk_lengths(num_updates: int, chunk_updates: int, start_update: int = 0) -> list[int]:
+    """The chunks from `start_update` to the end: full ones, then a shorter remainder."""
+    rest = num_updates - start_update
+    return [chunk_updates] * (rest // chunk_updates) + (
+        [rest % chunk_updates] if rest % chunk_updates else [])
+
+
 class StopFlag:
     """Set by SIGINT, SIGTERM or SIGHUP (a closed terminal); checked at chunk boundaries so the
     stop is clean and resumable. A second signal stops at once (KeyboardInterrupt)."""
@@ -59,7 +74,7 @@ class StopFlag:
 
     def _handle(self, signum, frame):
         if self.signum is not None:
-            raise KeyboardInterrupt
+            raise StopNow(signum)
         self.signum = signum
 
     def __exit__(self, *exc):
@@ -69,10 +84,20 @@ class StopFlag:
 
 
 class ChunkResult(NamedTuple):
-    update: int  # updates done after this chunk
+    first_update: int  # updates done before this chunk
+    update: int  # updates done after it
     metrics: dict[str, np.ndarray]  # each [R, chunk]
     wall_s: float  # seconds since the run started (compile included)
     chunk_s: float  # seconds this chunk took
+
+
+class _InFlight(NamedTuple):
+    """A dispatched chunk whose results the host has not looked at yet."""
+
+    runner: RunnerState
+    metrics: dict
+    first_update: int
+    update: int
 
 
 class Driver:
@@ -89,10 +114,6 @@ class Driver:
         self.compile_s = 0.0
         self._programs: dict[int, object] = {}
 
-    def chunk_lengths(self, start_update: int) -> list[int]:
-        n, rest = self.chunk_updates, self.num_updates - start_update
-        return [n] * (rest // n) + ([rest % n] if rest % n else [])
-
     def compile(self, inputs: RunInputs, start_update: int = 0) -> None:
         """Compile (or fetch from the persistent cache) the init program and each chunk length
         the run still needs; time it."""
@@ -101,7 +122,7 @@ class Driver:
         self._init = self.placement.init_program(inputs).lower(*inputs).compile(
             compiler_options=opts)
         template = self.template(inputs)
-        for n in sorted(set(self.chunk_lengths(start_update))):
+        for n in sorted(set(chunk_lengths(self.num_updates, self.chunk_updates, start_update))):
             program = self.placement.run_program(inputs, n)
             self._programs[n] = program.lower(template, inputs.hparams).compile(
                 compiler_options=opts)
@@ -124,9 +145,9 @@ class Driver:
             on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float) -> RunnerState:
         """Step chunk by chunk from `start_update` to the end; `on_chunk` returns False to stop.
         A stop after chunk k returns chunk k's state; a chunk already in flight is dropped."""
-        lengths = iter(self.chunk_lengths(start_update))
+        lengths = iter(chunk_lengths(self.num_updates, self.chunk_updates, start_update))
         update = start_update
-        inflight = None  # (runner, metrics, update) of the chunk being computed
+        inflight: _InFlight | None = None
         last = time.perf_counter()
         while True:
             nxt = None
@@ -135,17 +156,17 @@ class Driver:
                 r_next, m_next = self._programs[n](runner, hparams)
                 if not self.placement.pipelined:
                     jax.block_until_ready((r_next, m_next))
+                nxt = _InFlight(r_next, m_next, update, update + n)
                 update += n
-                nxt = (r_next, m_next, update)
             if inflight is not None:
-                r_done, m_done, u_done = inflight
-                metrics = gather(m_done)  # waits for that chunk only
+                metrics = gather(inflight.metrics)  # waits for that chunk only
                 now = time.perf_counter()
-                result = ChunkResult(u_done, metrics, now - t_start, now - last)
+                result = ChunkResult(inflight.first_update, inflight.update, metrics,
+                                     now - t_start, now - last)
                 last = now
-                if not on_chunk(r_done, result):
-                    return r_done
+                if not on_chunk(inflight.runner, result):
+                    return inflight.runner
             if nxt is None:
                 return runner  # the last chunk's state (or the input, if nothing was left)
             inflight = nxt
-            runner = nxt[0]
+            runner = nxt.runner

@@ -8,6 +8,7 @@ users of it; so is a notebook:
     table = jaxppo.sweep(config, {"lr": [1e-4, 3e-4]}, seeds=4)
 
 With `logdir=None` nothing is written: the same code, no files (a notebook, a benchmark).
+A run directory has one writer at a time (an OS lock held for the run's life).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 import itertools
 import json
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import yaml
 
 from jaxppo.callbacks import (
     Callback,
@@ -37,9 +40,10 @@ from jaxppo.callbacks import (
 )
 from jaxppo.checkpoint import checkpoint_path, load_checkpoint
 from jaxppo.config import Hparams, PPOConfig
-from jaxppo.distributed import agree, gather, is_main_process, make_mesh
+from jaxppo.distributed import from_process_0, gather, is_main_process, make_mesh
 from jaxppo.driver import ChunkResult, Driver, StopFlag
 from jaxppo.errors import ConfigError, UsageError
+from jaxppo.files import RunLock, check_no_symlinks, check_run_name
 from jaxppo.logger import CsvLogger, SummaryFile, TensorBoardLogger, write_config
 from jaxppo.plots import plot_sweep
 from jaxppo.sharding import make_placement
@@ -47,6 +51,10 @@ from jaxppo.stats import RunStats
 
 DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
                    "(see README: when things go wrong)")
+CHECKPOINT_EVERY_S = 120.0
+"""A run checkpoints at least this often by default, so a hard stop (kill -9, an OOM kill, a
+power cut) loses at most ~2 minutes; a save costs milliseconds (BENCHMARKS.md)."""
+_STOP_BY_CALLBACK = -1
 
 
 def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> tuple[int, int] | None:
@@ -66,9 +74,9 @@ def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) ->
     if name is None:
         name = f"{config.env_id.replace('/', '_')}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
         name += "s" if runs > 1 else ""
-    run_dir = os.path.join(logdir, name)
+    run_dir = os.path.join(logdir, check_run_name(name))
     base, i = run_dir, 1
-    while os.path.exists(run_dir):
+    while os.path.lexists(run_dir):
         i += 1
         run_dir = f"{base}-{i}"
     try:
@@ -80,10 +88,9 @@ def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) ->
 
 
 def run_dir_of(path: str | os.PathLike) -> str:
-    """The run directory of a path given to resume: the run dir itself, its `checkpoint/`
-    folder or the checkpoint file."""
-    file = checkpoint_path(path)
-    return os.path.dirname(os.path.dirname(os.path.abspath(file)))
+    """The run directory of a path given to resume or eval: the run dir itself, its
+    `checkpoint/` folder or the checkpoint file (relative paths stay relative)."""
+    return os.path.dirname(os.path.dirname(checkpoint_path(path))) or "."
 
 
 def setting_label(setting: dict) -> str:
@@ -102,41 +109,50 @@ class Experiment:
       seed: the base seed.
       logdir: parent of the run directory; None writes nothing at all.
       run_name: the run directory's name (default: env, time and seed count).
-      checkpoint_every: also checkpoint every this many updates (a stopped, finished or
-        diverged run always keeps its newest good state).
+      checkpoint_every: also checkpoint every this many updates (a run always checkpoints
+        every `checkpoint_every_s` seconds and keeps its newest good state when it ends).
       progress: live progress (a bar on a terminal, lines otherwise).
       tensorboard: write `tb/<run>/` event files.
       devices / mesh / shard: split the runs (`"seeds"`) or each run's envs (`"envs"`) over
         `devices` (an int or "all") or a given `jax.sharding.Mesh`.
       callbacks: `jaxppo.Callback`s or functions of a `ChunkEvent` (return False to stop).
+        A `CsvLogger`, `TensorBoardLogger`, `Checkpointer` or `SummaryFile` given here replaces
+        the built-in one; `builtin_callbacks=False` keeps only yours (and the progress).
       stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
                  seed: int = 0, logdir: str | None = "runs", run_name: str | None = None,
-                 checkpoint_every: int | None = None, progress: bool = True,
+                 checkpoint_every: int | None = None,
+                 checkpoint_every_s: float | None = CHECKPOINT_EVERY_S, progress: bool = True,
                  tensorboard: bool = True, devices: int | str | None = None, mesh=None,
                  shard: str = "seeds", callbacks: Sequence[Any] = (),
-                 stop_on_divergence: bool | None = None, chunk_updates: int | None = None):
+                 builtin_callbacks: bool = True, stop_on_divergence: bool | None = None,
+                 chunk_updates: int | None = None):
         if not isinstance(config, PPOConfig):
             raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
         if int(seeds) < 1:
             raise ConfigError(f"seeds: got {seeds}; use a positive integer")
+        if not 0 <= int(seed) < 2**32:
+            raise UsageError(f"--seed {seed}: use an integer in 0..{2**32 - 1}")
         self.config, self.seeds, self.seed = config, int(seeds), int(seed)
         self.settings = None if hparams is None else [dict(s) for s in hparams]
         if self.settings is not None:
             _check_settings(config, self.settings)
         self.num_runs = self.seeds * (1 if self.settings is None else len(self.settings))
-        self.logdir, self.run_name = logdir, run_name
-        self.checkpoint_every = checkpoint_every
+        self.logdir = logdir
+        self.run_name = None if run_name is None else check_run_name(run_name)
+        self.checkpoint_every, self.checkpoint_every_s = checkpoint_every, checkpoint_every_s
         self.progress, self.tensorboard = progress, tensorboard
         self.mesh = mesh if mesh is not None or devices is None else make_mesh(devices)
         self.shard = shard
         self.callbacks = [as_callback(c) for c in callbacks]
+        self.builtin_callbacks = builtin_callbacks
         self.stop_on_divergence = (self.settings is None if stop_on_divergence is None
                                    else stop_on_divergence)
         self.chunk_updates = chunk_updates
         self._resume: dict | None = None  # set by from_checkpoint
+        self.last_run_dir: str | None = None  # the directory of the latest `run()`
 
     # -- resume ------------------------------------------------------------------------------
     @classmethod
@@ -150,13 +166,16 @@ class Experiment:
         ckpt = load_checkpoint(path)  # every check: format, checksum, config, shapes
         config, update, extra = ckpt.config, ckpt.update, ckpt.extra or {}
         run_dir = run_dir_of(path)
+        check_no_symlinks(run_dir)
+        _check_config_file(run_dir, config)
         if update >= config.num_updates:
             raise UsageError(f"run '{run_dir}' is finished (update {update}/{config.num_updates}); "
                              "nothing to resume (evaluate it with: jaxppo eval RUN_DIR)")
         settings = extra.get("settings")
         seeds = ckpt.num_runs // (len(settings) if settings else 1)
         exp = cls(config, seeds=seeds, hparams=settings, seed=int(extra.get("seed", 0)),
-                  logdir=os.path.dirname(run_dir), run_name=os.path.basename(run_dir), **kwargs)
+                  logdir=os.path.dirname(os.path.abspath(run_dir)),
+                  run_name=os.path.basename(os.path.abspath(run_dir)), **kwargs)
         exp._resume = {"run_dir": run_dir, "update": update, "runner": ckpt.runner_state,
                        "extra": extra}
         return exp
@@ -174,7 +193,8 @@ class Experiment:
             return seed_keys
         return jnp.tile(seed_keys, len(self.settings))
 
-    def hparams(self) -> Hparams | None:
+    def stacked_hparams(self) -> Hparams | None:
+        """The sweep's settings as one `Hparams` with leaves [R] (None: the config's)."""
         if self.settings is None:
             return None
         return Hparams.stack([dataclasses.replace(self.config, **s)
@@ -189,28 +209,41 @@ class Experiment:
     def run(self) -> RunResult:
         """Train to the configured total (or until stopped) and return the `RunResult`."""
         config, resume = self.config, self._resume
-        start_update = resume["update"] if resume else 0
         placement = make_placement(config, self.mesh, self.shard)
         # Refuses a config that cannot fit, before any file is written or anything compiles.
         driver = Driver(placement, self.num_runs, config.num_updates,
                         chunk_updates=self.chunk_updates)
         main = is_main_process()
-        run_dir = None
         if resume:
-            run_dir = resume["run_dir"]
+            run_dir, fresh = resume["run_dir"], False
+        elif self.logdir is not None and main:
+            run_dir, fresh = make_run_dir(self.logdir, self.run_name, config, self.num_runs), True
         elif self.logdir is not None:
-            run_dir = (make_run_dir(self.logdir, self.run_name, config, self.num_runs) if main
-                       else os.path.join(self.logdir, self.run_name or "(process 0's run dir)"))
-            if main:
+            run_dir, fresh = os.path.join(self.logdir, self.run_name or "(process 0's run dir)"), False
+        else:
+            run_dir, fresh = None, False
+        self.last_run_dir = run_dir
+        lock = RunLock(run_dir) if run_dir is not None and main else None
+        if lock is not None:
+            lock.__enter__()  # a second writer is refused here, before anything is written
+        try:
+            if fresh:
                 write_config(run_dir, config)
+            return self._run(placement, driver, run_dir, fresh, main)
+        finally:
+            if lock is not None:
+                lock.__exit__()
+
+    def _run(self, placement, driver: Driver, run_dir: str | None, fresh: bool,
+             main: bool) -> RunResult:
+        config, resume = self.config, self._resume
+        start_update = resume["update"] if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
                        self.settings, driver.chunk_updates, placement.description)
-        stats = self._initial_stats()
         callbacks = self._callbacks(run_dir is not None, main)
-        inputs = placement.place_inputs(self.keys(), self.hparams())
-        restored = resume["runner"] if resume else None
-        self.t_start = t_start = time.perf_counter()
-        loop = _Loop(self, info, stats, callbacks, t_start)
+        inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
+        t_start = time.perf_counter()
+        loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
         try:
             for cb in callbacks:
                 cb.on_start(info)
@@ -218,13 +251,15 @@ class Experiment:
             loop.compile_s = driver.compile_s
             for cb in callbacks:
                 cb.on_compiled(info, driver.compile_s)
-            runner = driver.place(restored) if restored is not None else driver.init(inputs)
+            runner = driver.place(resume["runner"]) if resume else driver.init(inputs)
             with StopFlag() as stop:
                 loop.stop_flag = stop
                 final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk, t_start)
         except BaseException:
             loop.status = "error"
             _end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
+            if fresh and loop.good_runner is None:  # nothing ran: leave no orphan directory
+                shutil.rmtree(run_dir, ignore_errors=True)
             raise
         if loop.status == "running":
             loop.status = "finished"
@@ -235,27 +270,29 @@ class Experiment:
         return result
 
     def _initial_stats(self) -> RunStats:
-        c = self.config
-        saved = (self._resume or {}).get("extra", {}).get("stats")
+        c, resume = self.config, self._resume or {}
+        saved = resume.get("extra", {}).get("stats")
+        if saved is None and resume:  # a checkpoint from before 0.2: its summary.json, if any
+            saved = _summary_stats(resume["run_dir"], resume["update"])
         if saved:
             return RunStats.from_dict(saved, c.env_id, self.num_runs, c.batch_size)
-        return RunStats(c.env_id, self.num_runs, c.batch_size,
-                        update=(self._resume or {}).get("update", 0))
+        return RunStats(c.env_id, self.num_runs, c.batch_size, update=resume.get("update", 0))
 
     def _callbacks(self, files: bool, main: bool) -> list[Callback]:
+        """The user's callbacks, the progress, then the built-in file writers on process 0
+        (the checkpointer on every process: saving gathers, a collective)."""
         out = list(self.callbacks)
         if self.progress and main:
             out.append(Progress())
-        if files and main:
-            out.append(CsvLogger())
-            if self.tensorboard:
-                out.append(TensorBoardLogger())
-        if files:  # every process: saving gathers (a collective); process 0 writes
-            out.append(Checkpointer(self.checkpoint_every,
-                                    allow_nonfinite=not self.stop_on_divergence))
-        if files and main:
-            out.append(SummaryFile())
-        return out
+        if not (files and self.builtin_callbacks):
+            return out
+        builtin = [Checkpointer(self.checkpoint_every, self.checkpoint_every_s,
+                                allow_nonfinite=not self.stop_on_divergence)]
+        if main:
+            sweep_files = [SweepTable()] if self.settings is not None else []
+            builtin = [CsvLogger(), *([TensorBoardLogger()] if self.tensorboard else []),
+                       *builtin, *sweep_files, SummaryFile()]
+        return out + [b for b in builtin if not any(type(c) is type(b) for c in out)]
 
 
 class _Loop:
@@ -274,27 +311,27 @@ class _Loop:
 
     def on_chunk(self, runner, chunk: ChunkResult) -> bool:
         m = chunk.metrics
-        first = chunk.update - m["episodes"].shape[1]
-        self.stats.add_chunk(m, chunk.update, chunk.wall_s, chunk.chunk_s)
+        self.stats.add_chunk(m, chunk.first_update, chunk.wall_s, chunk.chunk_s)
         self.chunks.append(m)
-        bad = find_nonfinite(m, first)
+        bad = find_nonfinite(m, chunk.first_update)
         self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
-        event = ChunkEvent(self.info, chunk.update, m, self.stats.wall_before + chunk.wall_s,
-                           chunk.chunk_s, self.compile_s, self.stats, runner, bad)
+        event = ChunkEvent(self.info, chunk.first_update, chunk.update, m,
+                           self.stats.wall_before + chunk.wall_s, chunk.chunk_s, self.compile_s,
+                           self.stats, runner, bad)
         go_on = True
         for cb in self.callbacks:
             if cb.on_chunk(event) is False:
                 go_on = False
-        if bad is not None and self.exp.stop_on_divergence:
+        if bad is not None and self.exp.stop_on_divergence:  # the same on every process
             self.status, self.diverged = "diverged", bad
             return False
         self.good_runner, self.good_update = runner, chunk.update
-        signum = agree(self.stop_flag.signum)  # process 0 decides; every process stops together
-        if signum is not None:
-            self.status, self.stop_signal = "stopped", signum
-            return False
-        if not go_on:
+        # Process 0 decides for every process (a signal, or one of its callbacks said stop),
+        # so that all of them stop at the same chunk.
+        decision = from_process_0(self.stop_flag.signum or (0 if go_on else _STOP_BY_CALLBACK))
+        if decision:
             self.status = "stopped"
+            self.stop_signal = decision if decision > 0 else None
             return False
         return True
 
@@ -302,7 +339,9 @@ class _Loop:
         exp, stats = self.exp, self.stats
         wall = time.perf_counter() - self.t_start
         c = exp.config
-        train_state = None if runner is None else gather(runner.train_state)
+        # After an error on one process the others are elsewhere: no collective then.
+        lone = self.status == "error" and jax.process_count() > 1
+        train_state = None if runner is None or lone else gather(runner.train_state)
         returns = stats.final_return
         dev = jax.devices()[0]
         summary = {
@@ -330,11 +369,12 @@ class _Loop:
         }
         if exp.settings is not None:
             summary["settings"] = exp.settings
+            summary["seeds"] = exp.seeds
         return RunResult(c, exp.num_runs, self.status, stats.update, returns, stats.solved,
                          stats.sps_per_run * exp.num_runs, self.compile_s,
                          stats.wall_before + wall, stack_metrics(self.chunks), train_state,
                          self.info.run_dir, self.stop_signal, self.diverged, self.good_update,
-                         summary)
+                         summary, self.t_start)
 
 
 def _end_all(callbacks: list[Callback], result: RunResult) -> BaseException | None:
@@ -358,6 +398,40 @@ def _check_settings(config: PPOConfig, settings: list[dict]) -> None:
             raise ConfigError(f"hparams: {bad[0]!r} cannot be swept in one compile; sweepable: "
                               f"{', '.join(Hparams._fields)} (others need a make_train each)")
         dataclasses.replace(config, **s)  # validate every setting on the host before compiling
+
+
+def _check_config_file(run_dir: str, config: PPOConfig) -> None:
+    """A resumed run continues with its checkpoint's config; a `config.yaml` edited since would
+    be silently ignored, so it is refused (one line, naming the keys that differ)."""
+    path = os.path.join(run_dir, "config.yaml")
+    if not os.path.isfile(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            on_disk = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        on_disk = None
+    saved = config.to_dict()
+    if not isinstance(on_disk, dict):
+        raise UsageError(f"'{path}' is not the config this run was started with (unreadable); "
+                         "restore it (the checkpoint holds the run's config) or delete it")
+    changed = sorted(k for k in set(saved) | set(on_disk) if on_disk.get(k) != saved.get(k))
+    if changed:
+        raise UsageError(f"'{path}' was edited since the run started ({', '.join(changed)}); a "
+                         "resumed run keeps its own config: undo the edit, or start a new run "
+                         "with --config")
+
+
+def _summary_stats(run_dir: str, update: int) -> dict | None:
+    """The running account of a checkpoint written before checkpoints carried it."""
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            s = json.load(f)
+        return {"update": update, "episodes": s["episodes_per_run"],
+                "final_return": s["final_return"], "solved": s.get("solved"),
+                "wall_s": s["wall_s"], "run_s": 0.0, "steps_timed": 0}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,41 +478,63 @@ def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.n
             for rank, g in enumerate(order, 1)]
 
 
+def sweep_rows(result: RunResult) -> list[dict]:
+    """The ranked rows of a sweep's result (a run with `hparams`)."""
+    s = result.summary
+    diverged = np.isin(np.arange(result.num_runs), s["diverged_runs"])
+    return rank_settings(s["settings"], result.final_return, diverged, s["seeds"])
+
+
+class SweepTable(Callback):
+    """A sweep's run directory, once it finishes: `sweep.csv` (the ranked settings and each
+    one's agents), `sweep.png`, and the ranking in `summary.json` (`ranked`, written by the
+    `SummaryFile` after it). Added by `Experiment` to every run with `hparams`, so a resumed
+    sweep writes them too."""
+
+    def on_start(self, info: RunInfo) -> None:
+        self.info = info
+
+    def on_end(self, result: RunResult) -> None:
+        if result.status != "finished":
+            return
+        rows = result.summary["ranked"] = sweep_rows(result)
+        run_dir, seeds = self.info.run_dir, rows[0]["seeds"]
+        keys = list(rows[0]["setting"])
+        with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["rank", *keys, "final_return_mean", "final_return_std", "seeds", "runs",
+                        "diverged_seeds"])
+            for r in rows:
+                w.writerow([r["rank"], *r["setting"].values(), f"{r['final_return_mean']:.4f}",
+                            f"{r['final_return_std']:.4f}", seeds, " ".join(map(str, r["runs"])),
+                            r["diverged_seeds"]])
+        in_grid = sorted(rows, key=lambda r: r["runs"][0])
+        plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
+                   np.array([r["final_return_mean"] for r in in_grid]),
+                   np.array([r["final_return_std"] for r in in_grid]),
+                   f"{result.config.env_id}: {seeds} seed(s) per setting")
+
+
 def sweep(config: PPOConfig, grid: dict[str, Sequence[float]], seeds: int = 1,
           **kwargs) -> SweepResult:
     """Every setting of `grid` x `seeds` seeds in one compiled program; the ranked table.
 
     With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
     (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
-    and TensorBoard per agent, and `summary.json` with the ranked rows."""
+    and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
+    A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`)."""
     if not grid:
         raise ConfigError("sweep needs at least one hyperparameter with a list of values")
     settings = grid_settings({k: list(v) for k, v in grid.items()})
-    exp = Experiment(config, seeds=seeds, hparams=settings, **kwargs)
+    result = Experiment(config, seeds=seeds, hparams=settings, **kwargs).run()
+    return SweepResult(sweep_rows(result), result, result.run_dir)
+
+
+def resume_sweep(path: str | os.PathLike, **kwargs) -> SweepResult:
+    """Continue a stopped sweep to its end; its ranked table."""
+    exp = Experiment.from_checkpoint(path, **kwargs)
+    if exp.settings is None:
+        raise UsageError(f"'{run_dir_of(path)}' is a training run, not a sweep; resume it with "
+                         "jaxppo train --resume")
     result = exp.run()
-    rows = rank_settings(settings, result.final_return,
-                         np.isin(np.arange(exp.num_runs), result.summary["diverged_runs"]), seeds)
-    result.summary["ranked"] = rows
-    if result.run_dir is not None and is_main_process():
-        _write_sweep_files(result, rows, seeds)
-    return SweepResult(rows, result, result.run_dir)
-
-
-def _write_sweep_files(result: RunResult, rows: list[dict], seeds: int) -> None:
-    run_dir = result.run_dir
-    keys = list(rows[0]["setting"])
-    with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["rank", *keys, "final_return_mean", "final_return_std", "seeds", "runs",
-                    "diverged_seeds"])
-        for r in rows:
-            w.writerow([r["rank"], *r["setting"].values(), f"{r['final_return_mean']:.4f}",
-                        f"{r['final_return_std']:.4f}", seeds, " ".join(map(str, r["runs"])),
-                        r["diverged_seeds"]])
-    with open(os.path.join(run_dir, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(result.summary, f, indent=2)
-    in_grid = sorted(rows, key=lambda r: r["runs"][0])
-    plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
-               np.array([r["final_return_mean"] for r in in_grid]),
-               np.array([r["final_return_std"] for r in in_grid]),
-               f"{result.config.env_id}: {seeds} seed(s) per setting")
+    return SweepResult(sweep_rows(result), result, result.run_dir)

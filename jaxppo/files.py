@@ -1,15 +1,24 @@
-"""Files a user names: check them before work is spent, and fail with one line naming the path."""
+"""The run directory's files as data, not trust: one writer at a time (an OS lock), writes
+confined to the run directory (no `..`, no symlinks followed out of it), whole-file writes that a
+kill cannot leave half-done, and paths checked before work is spent. Every refusal is one line
+naming the path and the fix."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import stat
+import tempfile
 
 from jaxppo.errors import UsageError
 
+LOCK_FILE = ".lock"
+
 
 def check_writable(path: str | os.PathLike, what: str) -> None:
-    """Fail on a path that cannot be written before an episode is played, naming the path
-    (and not the renderer that would otherwise fail on it)."""
+    """Fail on a path that cannot be written before any work is done for it, naming the path
+    (and not the renderer or writer that would otherwise fail on it later)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -23,3 +32,89 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
     else:
         return
     raise UsageError(f"cannot write {what} to '{path}': {reason}; pass a writable path")
+
+
+def check_run_name(name: str) -> str:
+    """A run directory's name is one path component: `../x`, `a/b` or `/abs` would write
+    outside `--logdir`."""
+    if (not name or name in (".", "..") or os.sep in name or (os.altsep and os.altsep in name)
+            or name.startswith("~")):
+        raise UsageError(f"--run-name {name!r}: a run name is one directory name inside "
+                         "--logdir (no '/', '..' or '~'); use --logdir to choose where")
+    return name
+
+
+def check_no_symlinks(run_dir: str) -> None:
+    """Refuse a run directory whose files are symbolic links: writing through them (logs,
+    checkpoints, summary) would overwrite whatever they point at."""
+    for folder, dirs, files in os.walk(run_dir):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                raise UsageError(f"run directory '{run_dir}' holds a symbolic link ({path} -> "
+                                 f"{os.readlink(path)}); jaxppo writes only real files inside "
+                                 "its run directory: replace the link with a copy")
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write a whole file or nothing: a temp file in the same folder, fsync, rename over the
+    old one (a kill mid-write leaves the previous version). Never follows a symlink at `path`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def remove_stale_temps(folder: str) -> None:
+    """Temp files a killed write left behind (`.tmp-*`): the rename never happened, so they
+    hold nothing that was safe."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if name.startswith(".tmp-") and stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+
+
+class RunLock:
+    """One writer per run directory: an exclusive OS file lock on `RUN_DIR/.lock`, held for
+    the run's life. The OS releases it when the process dies (kill -9 included), so a stale
+    lock never blocks a resume; a second live writer gets one line naming the holder."""
+
+    def __init__(self, run_dir: str):
+        self.path = os.path.join(run_dir, LOCK_FILE)
+        self.fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as e:
+            raise UsageError(f"cannot lock run directory '{os.path.dirname(self.path)}': "
+                             f"{e.strerror}; check that it is writable") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "another process"
+            os.close(fd)
+            raise UsageError(f"run directory '{os.path.dirname(self.path)}' is in use by process "
+                             f"{holder} (a run still going?); wait for it to end or stop it "
+                             "first, then resume") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode("ascii"))
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+                os.close(self.fd)
+            self.fd = None

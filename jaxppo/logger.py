@@ -24,6 +24,7 @@ import yaml
 from jaxppo.callbacks import Callback, ChunkEvent, RunInfo, RunResult
 from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
+from jaxppo.files import write_atomic
 from jaxppo.plots import plot_curve
 from jaxppo.train import METRIC_NAMES
 
@@ -48,8 +49,8 @@ CSV_HEADER = ["update", "run", "env_steps", "wall_s", *CSV_METRICS]
 
 
 def write_config(run_dir: str, config: PPOConfig) -> None:
-    with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
-        yaml.safe_dump(config.to_dict(), f, sort_keys=False)
+    write_atomic(os.path.join(run_dir, "config.yaml"),
+                 yaml.safe_dump(config.to_dict(), sort_keys=False))
 
 
 def import_tensorboardx():
@@ -196,16 +197,16 @@ class WandbLogger(Callback):
     under CleanRL's tags, and each run's return as `charts/episodic_return/<run name>`."""
 
     def __init__(self, project: str = "jaxppo", **init_kwargs):
-        self.project, self.init_kwargs = project, init_kwargs
-
-    def on_start(self, info: RunInfo) -> None:
-        try:
+        try:  # at construction: a missing extra is refused before a run directory exists
             import wandb
         except ImportError:
             raise UsageError("logging to Weights & Biases needs wandb: "
                              "pip install 'jaxppo[wandb]'") from None
-        self.run = wandb.init(project=self.project, config=info.config.to_dict(),
-                              dir=info.run_dir, resume="allow", **self.init_kwargs)
+        self.wandb, self.project, self.init_kwargs = wandb, project, init_kwargs
+
+    def on_start(self, info: RunInfo) -> None:
+        self.run = self.wandb.init(project=self.project, config=info.config.to_dict(),
+                                   dir=info.run_dir, resume="allow", **self.init_kwargs)
         self.names = info.run_names
 
     def on_chunk(self, event: ChunkEvent) -> None:
@@ -229,21 +230,27 @@ class WandbLogger(Callback):
 
 
 class SummaryFile(Callback):
-    """`summary.json` (what `RunResult.summary` holds) and `curve.png` at the end of a run."""
+    """`summary.json` (what `RunResult.summary` holds) and `curve.png` (one curve per setting
+    in a sweep) at the end of a run."""
 
     def on_start(self, info: RunInfo) -> None:
         self.info = info
 
     def on_end(self, result: RunResult) -> None:
-        run_dir = self.info.run_dir
-        with open(os.path.join(run_dir, "summary.json"), "w", encoding="utf-8") as f:
-            json.dump(result.summary, f, indent=2)
-        if os.path.exists(os.path.join(run_dir, "metrics.csv")):
-            m = read_metrics_csv(run_dir)
-            if m:
-                plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
-                           forward_fill(m["episodic_return"]), self.info.config.env_id,
-                           result.summary.get("threshold"))
+        run_dir, info = self.info.run_dir, self.info
+        write_atomic(os.path.join(run_dir, "summary.json"), json.dumps(result.summary, indent=2))
+        m = read_metrics_csv(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.csv")) else {}
+        if not m:
+            return
+        groups = None
+        if info.settings is not None:
+            seeds = info.num_runs // len(info.settings)
+            groups = {",".join(f"{k}={v:g}" for k, v in s.items()): list(range(g * seeds,
+                                                                              (g + 1) * seeds))
+                      for g, s in enumerate(info.settings)}
+        plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
+                   forward_fill(m["episodic_return"]), info.config.env_id,
+                   result.summary.get("threshold"), groups)
 
 
 def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:

@@ -22,7 +22,7 @@ import jax
 
 from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
-from jaxppo.errors import ConfigError
+from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
 
 SKIP_ENV_VAR = "JAXPPO_SKIP_MEMORY_CHECK"
@@ -153,3 +153,19 @@ def check_memory(config: PPOConfig, num_runs: int = 1, *, env=None, device=None,
         f"this config needs about {fmt_bytes(est.total)} of memory{runs} ({biggest} "
         f"{fmt_bytes(parts[biggest])}) but {where} has {fmt_bytes(free)} free; {knob}{fewer} "
         f"(or set {SKIP_ENV_VAR}=1 to try anyway)")
+
+
+def check_eval_memory(config: PPOConfig, num_runs: int, episodes: int, *, env=None) -> int:
+    """Refuse (one line) an evaluation whose `num_runs x episodes` parallel episodes cannot fit:
+    each holds an env state, an observation and a few scalars, about three times over (the
+    scan's carry in and out, and one step's temporaries). Returns the estimate in bytes."""
+    env = env if env is not None else VecEnv(config.env_id, 1)
+    one_state = _tree_bytes(jax.eval_shape(env.env.reset_env, jax.random.key(0), env.params))
+    per_episode = one_state + 4 * math.prod(env.obs_shape) + 32
+    total = 3 * num_runs * episodes * per_episode
+    free, where = available_memory()
+    if os.environ.get(SKIP_ENV_VAR, "") in ("", "0") and free is not None and total > free:
+        raise UsageError(f"evaluating {episodes:,} episodes for each of {num_runs} seed(s) at "
+                         f"once needs about {fmt_bytes(total)} but {where} has "
+                         f"{fmt_bytes(free)} free; lower --episodes")
+    return total

@@ -10,19 +10,23 @@ import numpy as np  # noqa: E402
 
 
 def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str,
-               threshold: float | None = None) -> None:
-    """Episodic return vs env steps: mean over runs with a +-1 std band. returns: [R, U]."""
-    mean, std = returns.mean(0), returns.std(0)
+               threshold: float | None = None, groups: dict[str, list[int]] | None = None) -> None:
+    """Episodic return vs env steps: the mean over runs with a +-1 std band (returns: [R, U]),
+    one curve per group of runs when `groups` (a sweep: {setting label: its runs}) is given."""
+    groups = groups or {f"mean over {returns.shape[0]} seed(s)": list(range(returns.shape[0]))}
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(env_steps, mean, lw=1.5, label=f"mean over {returns.shape[0]} seed(s)")
-    ax.fill_between(env_steps, mean - std, mean + std, alpha=0.25, label="± 1 std")
+    for label, runs in groups.items():
+        mean, std = returns[runs].mean(0), returns[runs].std(0)
+        line, = ax.plot(env_steps, mean, lw=1.5, label=label)
+        ax.fill_between(env_steps, mean - std, mean + std, alpha=0.2, color=line.get_color(),
+                        label="± 1 std" if len(groups) == 1 else None)
     if threshold is not None:
         ax.axhline(threshold, color="k", ls="--", lw=0.8, label=f"solved ({threshold:g})")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("episodic return")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="lower right", fontsize=8 if len(groups) > 1 else None)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -27,6 +27,7 @@ from jaxppo.envs import VecEnv
 from jaxppo.episodes import evaluate_runs, policy_action
 from jaxppo.errors import UsageError
 from jaxppo.files import check_writable
+from jaxppo.memory import check_eval_memory
 from jaxppo.networks import make_network
 from jaxppo.train import TrainState
 
@@ -111,7 +112,10 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     also write `EvalResult.to_dict()` there as JSON."""
     if episodes < 1:
         raise UsageError(f"episodes must be at least 1, got {episodes}")
+    if not 0 <= int(seed) < 2**32:
+        raise UsageError(f"evaluation seed {seed}: use an integer in 0..{2**32 - 1}")
     ckpt = load_checkpoint(run_dir)
+    check_eval_memory(ckpt.config, ckpt.num_runs, episodes)
     if out is not None:
         check_writable(out, "evaluation JSON")
     returns, lengths = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,

@@ -2,18 +2,20 @@
 (`init` and a chunk of updates, vmapped over runs) and puts their inputs where they run.
 
 - `LocalPlacement`: every run on the default device (`jit` of `vmap`).
-- `MeshPlacement` over a `jax.sharding.Mesh` (which may span processes, `distributed.py`):
-  - `shard="seeds"`: the vmapped runs axis (seeds, or settings x seeds of a sweep) is split over
-    devices with `jax.jit` shardings. Runs never talk to each other, so the results equal the
-    single-device run up to float rounding (tested on 4 CPU devices).
-  - `shard="envs"`: one agent's environments are split over devices with `jax.shard_map`. Each
-    device steps `num_envs / D` envs and holds that share of every minibatch; gradients, loss
-    statistics, advantage and observation/reward normalization statistics and episode counts
-    are reduced over devices (`collectives.py`), so the devices together are one agent with
-    `num_envs` envs. The minibatch is the same size as unsharded (`minibatch_size / D` each).
+- over a `jax.sharding.Mesh` (which may span processes, `distributed.py`):
+  - `SeedsPlacement` (`shard="seeds"`): the vmapped runs axis (seeds, or settings x seeds of a
+    sweep) is split over devices with `jax.jit` shardings. Runs never talk to each other, so
+    the results equal the single-device run up to float rounding (tested on 4 CPU devices).
+  - `EnvsPlacement` (`shard="envs"`): one agent's environments are split over devices with
+    `jax.shard_map`. Each device steps `num_envs / D` envs and holds that share of every
+    minibatch; gradients, loss statistics, advantage and observation/reward normalization
+    statistics and episode counts are reduced over devices (`collectives.py`), so the devices
+    together are one agent with `num_envs` envs. The minibatch is the same size as unsharded
+    (`minibatch_size / D` each).
 
-Both give the `Driver` the same interface, so it has no mesh branches. The replicated outputs of
-an env-sharded program (params, optimizer and normalizer state, metrics) are replicated by
+All three give the `Driver` one interface (`check`, `place_inputs`, `init_program`,
+`run_program`, `place_state`, `pipelined`), so it has no mesh branches. The replicated outputs
+of an env-sharded program (params, optimizer and normalizer state, metrics) are replicated by
 construction; `shard_map`'s static replication check is off (`check_vma=False`) because it
 cannot see that through the scans, and a test checks that every device holds the same params.
 
@@ -54,6 +56,18 @@ def _hp_axis(hparams: Hparams | None) -> int | None:
     return None if hparams is None else 0
 
 
+def _vmapped_init(trainer: Trainer, inputs: RunInputs):
+    """`trainer.init` over the runs axis of `inputs` (params: per run, or built inside)."""
+    params_axis = None if inputs.params is None else 0
+    return jax.vmap(trainer.init, in_axes=(0, _hp_axis(inputs.hparams), params_axis))
+
+
+def _vmapped_run(trainer: Trainer, inputs: RunInputs, num_updates: int):
+    """`num_updates` updates of every run, as one program."""
+    return jax.vmap(lambda r, hp: trainer.run(r, hp, num_updates),
+                    in_axes=(0, _hp_axis(inputs.hparams)))
+
+
 class LocalPlacement:
     """All runs on JAX's default device."""
 
@@ -72,13 +86,12 @@ class LocalPlacement:
         return RunInputs(keys, hparams, None)
 
     def init_program(self, inputs: RunInputs):
-        return jax.jit(jax.vmap(self.trainer.init, in_axes=(0, _hp_axis(inputs.hparams), None)))
+        return jax.jit(_vmapped_init(self.trainer, inputs))
 
     def run_program(self, inputs: RunInputs, num_updates: int):
         # No buffer donation: while chunk k+1 runs, chunk k's state must stay valid for its
         # checkpoint (the runner state is small: params, optimizer, env state).
-        return jax.jit(jax.vmap(lambda r, hp: self.trainer.run(r, hp, num_updates),
-                                in_axes=(0, _hp_axis(inputs.hparams))))
+        return jax.jit(_vmapped_run(self.trainer, inputs, num_updates))
 
     def place_state(self, runner: RunnerState, sharding) -> RunnerState:
         return runner
@@ -99,59 +112,28 @@ def local_config(config: PPOConfig, num_devices: int) -> PPOConfig:
         raise ConfigError(f"{where}, each device's share: {e}") from None
 
 
-class MeshPlacement:
-    """The runs (`shard="seeds"`) or each run's envs (`shard="envs"`) split over a mesh.
+class _MeshPlacement:
+    """What both mesh placements share: inputs placed as global arrays (the same host values on
+    every process), initial params built outside the mesh, and `make_train`'s interface over
+    the mesh: `init(keys, hparams)`, `run(runner, hparams, n)`, `__call__(keys, hparams)`."""
 
-    Also usable on its own as `make_train` for a mesh: `init(keys, hparams)`,
-    `run(runner, hparams, n)` and `__call__(keys, hparams) -> TrainOutput` (runs lead every leaf).
-    """
+    shard = ""
 
-    def __init__(self, config: PPOConfig, mesh: Mesh, shard: str = "seeds"):
-        if shard not in SHARD_MODES:
-            raise ConfigError(f"--shard {shard!r}: use one of {', '.join(SHARD_MODES)}")
-        self.config, self.mesh, self.shard = config, mesh, shard
+    def __init__(self, config: PPOConfig, mesh: Mesh, local: PPOConfig, trainer: Trainer,
+                 inputs: NamedSharding):
+        self.config, self.mesh, self.local, self.trainer = config, mesh, local, trainer
+        self.inputs = inputs  # where per-run inputs (keys, hparams, initial params) go
         self.replicated = NamedSharding(mesh, P())
         self.runs = NamedSharding(mesh, P(AXIS))
-        if shard == "seeds":
-            self.local = config
-            self.trainer = make_train(config)
-        else:
-            self.local = local_config(config, mesh.size)
-            self.trainer = make_train(self.local, axis_name=AXIS)
-        # The same program traced without the mesh axis: the runner state's tree structure.
-        self._plain = self.trainer if shard == "seeds" else make_train(self.local)
-        # Where per-run inputs (keys, hparams, initial params) go: split with the runs, or
-        # replicated for envs (every device holds all runs, a share of each one's envs).
-        self.inputs = self.runs if shard == "seeds" else self.replicated
         self._params_fn = jax.jit(jax.vmap(self.trainer.initial_params))
+        self._programs: dict = {}  # (what, hp_axis, num_updates) -> jitted program
         # A precaution on XLA:CPU: programs with cross-device collectives (env-sharded ones, a
         # multi-process gather) run one at a time, never two in flight. (The hangs first seen
         # here came from the QR in the network init; see `initial_params`.)
         self.pipelined = not (jax.default_backend() == "cpu" and (
-            shard == "envs" or jax.process_count() > 1))
-        self.description = (f"{shard} sharded over {mesh.size} devices "
+            self.shard == "envs" or jax.process_count() > 1))
+        self.description = (f"{self.shard} sharded over {mesh.size} devices "
                             f"({jax.process_count()} process(es))")
-
-    def check_runs(self, num_runs: int) -> None:
-        if self.shard == "seeds" and num_runs % self.mesh.size:
-            raise ConfigError(f"--seeds {num_runs}: with --shard seeds the runs split evenly "
-                              f"over the {self.mesh.size} devices; use a multiple of "
-                              f"{self.mesh.size} (or --shard envs)")
-
-    def check(self, num_runs: int, metrics_updates: int) -> None:
-        self.check_runs(num_runs)
-        # What one device holds: its runs (seeds), or its share of every run (envs).
-        per_device = num_runs // self.mesh.size if self.shard == "seeds" else num_runs
-        check_memory(self.local, per_device, env=self.trainer.env, metrics_updates=metrics_updates)
-
-    def _runner_specs(self, inputs: RunInputs):
-        """PartitionSpecs of a runner state (env leaves split on their env axis)."""
-        shape = jax.eval_shape(
-            jax.vmap(self._plain.init, in_axes=(0, _hp_axis(inputs.hparams), None)),
-            inputs.keys, inputs.hparams, None)
-        env = jax.tree.map(lambda _: P(None, AXIS), shape.env)
-        rest = jax.tree.map(lambda _: P(), shape._replace(env=None))
-        return rest._replace(env=env)
 
     def initial_params(self, keys: jax.Array):
         """Each run's initial network params from the host `keys`, computed on one device and
@@ -163,6 +145,9 @@ class MeshPlacement:
         """
         return put_global(jax.device_get(self._params_fn(keys)), self.inputs)
 
+    def check_runs(self, num_runs: int) -> None:
+        pass
+
     def place_inputs(self, keys: jax.Array, hparams: Hparams | None) -> RunInputs:
         """Put host inputs on the mesh (every process passes the same values)."""
         self.check_runs(keys.shape[0])
@@ -172,33 +157,23 @@ class MeshPlacement:
             hparams = put_global(hparams, self.inputs)
         return RunInputs(keys, hparams, params)
 
-    def init_program(self, inputs: RunInputs):
-        vinit = jax.vmap(self.trainer.init, in_axes=(0, _hp_axis(inputs.hparams), 0))
-        if self.shard == "seeds":
-            return jax.jit(vinit, out_shardings=self.runs)
-        return jax.jit(jax.shard_map(vinit, mesh=self.mesh, in_specs=(P(), P(), P()),
-                                     out_specs=self._runner_specs(inputs), check_vma=False))
-
-    def run_program(self, inputs: RunInputs, num_updates: int):
-        vrun = jax.vmap(lambda r, hp: self.trainer.run(r, hp, num_updates),
-                        in_axes=(0, _hp_axis(inputs.hparams)))
-        if self.shard == "seeds":
-            return jax.jit(vrun, out_shardings=self.runs)
-        spec = self._runner_specs(inputs)
-        return jax.jit(jax.shard_map(vrun, mesh=self.mesh, in_specs=(spec, P()),
-                                     out_specs=(spec, P()), check_vma=False))
-
     def place_state(self, runner: RunnerState, sharding) -> RunnerState:
         """Put a restored (host) runner state where the compiled chunk expects it."""
         return put_global(runner, sharding)
 
-    # -- the train(keys) interface, over the mesh -------------------------------------------
+    def _cached(self, what: str, inputs: RunInputs, num_updates: int, build):
+        key = (what, _hp_axis(inputs.hparams), num_updates)
+        if key not in self._programs:
+            self._programs[key] = build()
+        return self._programs[key]
+
     def _wait(self, out):
         return out if self.pipelined else jax.block_until_ready(out)
 
     def init(self, keys: jax.Array, hparams: Hparams | None = None) -> RunnerState:
         inputs = self.place_inputs(keys, hparams)
-        return self._wait(self.init_program(inputs)(*inputs))
+        program = self._cached("init", inputs, 0, lambda: self.init_program(inputs))
+        return self._wait(program(*inputs))
 
     def run(self, runner: RunnerState, hparams: Hparams | None = None,
             num_updates: int | None = None):
@@ -206,7 +181,8 @@ class MeshPlacement:
         if hparams is not None:
             hparams = put_global(hparams, self.inputs)
         keys = jax.ShapeDtypeStruct(runner.key.shape, runner.key.dtype)
-        program = self.run_program(RunInputs(keys, hparams, None), n)
+        inputs = RunInputs(keys, hparams, None)
+        program = self._cached("run", inputs, n, lambda: self.run_program(inputs, n))
         return self._wait(program(runner, hparams))
 
     def __call__(self, keys: jax.Array, hparams: Hparams | None = None) -> TrainOutput:
@@ -214,11 +190,80 @@ class MeshPlacement:
         return TrainOutput(runner.train_state, metrics, runner)
 
 
+class SeedsPlacement(_MeshPlacement):
+    """The runs axis split over the mesh with `jax.jit` shardings: runs never talk to each
+    other, so each device simply holds `R / D` whole runs."""
+
+    shard = "seeds"
+
+    def __init__(self, config: PPOConfig, mesh: Mesh):
+        super().__init__(config, mesh, config, make_train(config), NamedSharding(mesh, P(AXIS)))
+
+    def check_runs(self, num_runs: int) -> None:
+        if num_runs % self.mesh.size:
+            raise ConfigError(f"--seeds {num_runs}: with --shard seeds the runs split evenly "
+                              f"over the {self.mesh.size} devices; use a multiple of "
+                              f"{self.mesh.size} (or --shard envs)")
+
+    def check(self, num_runs: int, metrics_updates: int) -> None:
+        self.check_runs(num_runs)
+        check_memory(self.local, num_runs // self.mesh.size, env=self.trainer.env,
+                     metrics_updates=metrics_updates)
+
+    def init_program(self, inputs: RunInputs):
+        return jax.jit(_vmapped_init(self.trainer, inputs), out_shardings=self.runs)
+
+    def run_program(self, inputs: RunInputs, num_updates: int):
+        return jax.jit(_vmapped_run(self.trainer, inputs, num_updates), out_shardings=self.runs)
+
+
+class EnvsPlacement(_MeshPlacement):
+    """Each run's envs split over the mesh with `jax.shard_map`: every device holds all runs,
+    a share of each one's envs, and the collectives make them one agent per run."""
+
+    shard = "envs"
+
+    def __init__(self, config: PPOConfig, mesh: Mesh):
+        local = local_config(config, mesh.size)
+        super().__init__(config, mesh, local, make_train(local, axis_name=AXIS),
+                         NamedSharding(mesh, P()))
+        self._plain = make_train(local)  # the same program without the mesh axis: the tree
+
+    def check(self, num_runs: int, metrics_updates: int) -> None:
+        check_memory(self.local, num_runs, env=self.trainer.env, metrics_updates=metrics_updates)
+
+    def _runner_specs(self, inputs: RunInputs):
+        """PartitionSpecs of a runner state (env leaves split on their env axis)."""
+        shape = jax.eval_shape(_vmapped_init(self._plain, inputs._replace(params=None)),
+                               inputs.keys, inputs.hparams, None)
+        env = jax.tree.map(lambda _: P(None, AXIS), shape.env)
+        rest = jax.tree.map(lambda _: P(), shape._replace(env=None))
+        return rest._replace(env=env)
+
+    def init_program(self, inputs: RunInputs):
+        return jax.jit(jax.shard_map(_vmapped_init(self.trainer, inputs), mesh=self.mesh,
+                                     in_specs=(P(), P(), P()),
+                                     out_specs=self._runner_specs(inputs), check_vma=False))
+
+    def run_program(self, inputs: RunInputs, num_updates: int):
+        spec = self._runner_specs(inputs)
+        return jax.jit(jax.shard_map(_vmapped_run(self.trainer, inputs, num_updates),
+                                     mesh=self.mesh, in_specs=(spec, P()),
+                                     out_specs=(spec, P()), check_vma=False))
+
+
+def MeshPlacement(config: PPOConfig, mesh: Mesh, shard: str = "seeds") -> _MeshPlacement:  # noqa: N802
+    """The placement for `shard` ("seeds" or "envs") over `mesh`."""
+    if shard not in SHARD_MODES:
+        raise ConfigError(f"--shard {shard!r}: use one of {', '.join(SHARD_MODES)}")
+    return (SeedsPlacement if shard == "seeds" else EnvsPlacement)(config, mesh)
+
+
 ShardedTrain = MeshPlacement  # the name `make_sharded_train` has returned since 0.1
 
 
 def make_sharded_train(config: PPOConfig, mesh: Mesh | None = None,
-                       shard: str = "seeds") -> MeshPlacement:
+                       shard: str = "seeds") -> _MeshPlacement:
     """`make_train` over a device mesh (default: every device). Call the result with a batch
     of keys (one per run): `make_sharded_train(config, make_mesh(4))(jax.random.split(key, 8))`.
     With `shard="seeds"` the runs split over devices; with `shard="envs"` each run's envs do."""
@@ -234,5 +279,5 @@ def make_placement(config: PPOConfig, mesh: Mesh | None = None, shard: str = "se
     return MeshPlacement(config, mesh, shard)
 
 
-__all__ = ["LocalPlacement", "MeshPlacement", "RunInputs", "ShardedTrain", "make_placement",
-           "make_sharded_train", "local_config", "Trainer"]
+__all__ = ["EnvsPlacement", "LocalPlacement", "MeshPlacement", "RunInputs", "SeedsPlacement",
+           "ShardedTrain", "local_config", "make_placement", "make_sharded_train"]

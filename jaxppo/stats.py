@@ -110,12 +110,12 @@ class RunStats:
     def sps_per_run(self) -> float:
         return self.steps_timed / max(self.run_s, 1e-9)
 
-    def add_chunk(self, metrics: dict[str, np.ndarray], update: int, wall_s: float,
+    def add_chunk(self, metrics: dict[str, np.ndarray], first: int, wall_s: float,
                   chunk_s: float) -> None:
-        """Account for one chunk: `metrics` leaves [R, C]; `update` counts updates done after
-        it; `wall_s` is this session's wall time at its end."""
+        """Account for one chunk: `metrics` leaves [R, C] of updates `first + 1 .. first + C`;
+        `wall_s` is this session's wall time at its end."""
         C = metrics["episodes"].shape[1]
-        first = update - C
+        update = first + C
         self.steps_timed += C * self.batch_size
         self.run_s += chunk_s
         if self.solved is None and self.threshold is not None:
@@ -133,11 +133,11 @@ class RunStats:
         self.update = update
 
     def to_dict(self, wall_s: float) -> dict[str, Any]:
-        """What a checkpoint carries (JSON-able), with this session's `wall_s` folded in."""
+        """What a checkpoint carries (JSON-able, a copy): `wall_s` is the run's total so far."""
         return {"update": self.update, "episodes": self.episodes.tolist(),
                 "final_return": self.final_return.tolist(), "solved": self.solved,
-                "wall_s": self.wall_before + wall_s, "run_s": self.run_s,
-                "steps_timed": self.steps_timed, "solve_history": self.tracker.history}
+                "wall_s": wall_s, "run_s": self.run_s, "steps_timed": self.steps_timed,
+                "solve_history": [[list(h) for h in run] for run in self.tracker.history]}
 
     @classmethod
     def from_dict(cls, d: dict, env_id: str, num_runs: int, batch_size: int) -> RunStats:

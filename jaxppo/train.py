@@ -211,7 +211,7 @@ class Trainer:
     axis_name: str | None = None
 
     def _hp(self, hparams: Hparams | None) -> Hparams:
-        return Hparams.from_config(self.config) if hparams is None else hparams
+        return Hparams.from_config(self.config) if hparams is None else hparams.check()
 
     def init(self, key: jax.Array, hparams: Hparams | None = None, params=None) -> RunnerState:
         return init_runner(key, self._hp(hparams), config=self.config, env=self.env,

@@ -173,8 +173,13 @@ def _damaged_copy(src: str, dst: str, damage: str) -> str:
     elif damage == "empty":
         data = b""
     else:  # another env or other network sizes in the header: the payload no longer fits
+        from jaxppo.checkpoint import _digest
+
         outer = msgpack.unpackb(data, raw=False)
         outer["header"]["config"].update(damage)
+        # Re-signed, as a checkpoint of another config would be (an edit alone fails the
+        # checksum, which covers the header: tests/test_faults.py).
+        outer["header"]["sha256"] = _digest(outer["header"], outer["payload"])
         data = msgpack.packb(outer, use_bin_type=True)
     open(path, "wb").write(data)
     return dst
