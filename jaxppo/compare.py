@@ -139,9 +139,8 @@ def make_sb3(config: PPOConfig, subproc: bool, seed: int):
 # ---------------------------------------------------------------------------------------------
 # one system, in a child process
 def _run_jaxppo(config: PPOConfig, seeds: int, seed: int, t0: float) -> dict:
-    exp = Experiment(config, seeds=seeds, seed=seed, logdir=None, progress=False)
-    result = exp.run()
-    before = exp.t_start - t0  # process work before the run started (imports, env, checks)
+    result = Experiment(config, seeds=seeds, seed=seed, logdir=None, progress=False).run()
+    before = result.started - t0  # work before the run's clock started (env, checks, placing)
     setup = before + result.compile_s
     run_s = time.perf_counter() - t0 - setup
     solved = result.solved
