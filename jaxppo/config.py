@@ -26,6 +26,7 @@ from jaxppo.errors import ConfigError
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 COMPUTE_DTYPES = ("float32", "bfloat16")
+MATMUL_PRECISIONS = ("default", "high", "highest")
 _INT32_MAX = 2**31 - 1
 
 
@@ -81,6 +82,10 @@ class PPOConfig:
     """Hidden activation: one of tanh, relu, gelu, silu, elu."""
     compute_dtype: str = "float32"
     """Network compute dtype (`bfloat16` keeps params and losses in float32)."""
+    matmul_precision: str = "default"
+    """float32 matmul precision (`jax.default_matmul_precision`): `default` lets XLA use TF32 on
+    Ampere/Hopper GPUs (MuJoCo Playground users found that can break training), `highest` is
+    full float32. No effect on the CPU."""
     adam_eps: float = 1e-5
     """Adam epsilon: 1e-5 as CleanRL/PureJaxRL (optax's own default is 1e-8)."""
 
@@ -192,6 +197,9 @@ def _validate(c: PPOConfig) -> None:
         _fail("activation", f"unknown activation {c.activation!r}", f"use one of {list(ACTIVATIONS)}")
     if c.compute_dtype not in COMPUTE_DTYPES:
         _fail("compute_dtype", f"got {c.compute_dtype!r}", f"use one of {list(COMPUTE_DTYPES)}")
+    if c.matmul_precision not in MATMUL_PRECISIONS:
+        _fail("matmul_precision", f"got {c.matmul_precision!r}",
+              f"use one of {list(MATMUL_PRECISIONS)}")
     if c.batch_size > _INT32_MAX:
         _fail("num_envs", f"num_envs * num_steps = {c.batch_size:,} transitions per update "
               f"exceeds {_INT32_MAX:,} (int32 indexing)", "lower num_envs or num_steps")

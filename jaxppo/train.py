@@ -9,6 +9,7 @@ Axis legend: T = num_steps, N = num_envs, B = T * N, M = num_minibatches, U = nu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import Any, NamedTuple
@@ -213,20 +214,28 @@ class Trainer:
     def _hp(self, hparams: Hparams | None) -> Hparams:
         return Hparams.from_config(self.config) if hparams is None else hparams.check()
 
+    def _precision(self):
+        """The config's matmul precision, for the ops traced inside (TF32 or full float32)."""
+        p = self.config.matmul_precision
+        return contextlib.nullcontext() if p == "default" else jax.default_matmul_precision(p)
+
     def init(self, key: jax.Array, hparams: Hparams | None = None, params=None) -> RunnerState:
-        return init_runner(key, self._hp(hparams), config=self.config, env=self.env,
-                           network=self.network, axis_name=self.axis_name, params=params)
+        with self._precision():
+            return init_runner(key, self._hp(hparams), config=self.config, env=self.env,
+                               network=self.network, axis_name=self.axis_name, params=params)
 
     def initial_params(self, key: jax.Array):
         """The network parameters `init(key)` starts from (orthogonal init)."""
-        return init_params(self.network, init_keys(key)[0], self.env.obs_shape)
+        with self._precision():
+            return init_params(self.network, init_keys(key)[0], self.env.obs_shape)
 
     def run(self, runner: RunnerState, hparams: Hparams | None = None,
             num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:
         step = functools.partial(update_step, hp=self._hp(hparams), config=self.config,
                                  env=self.env, network=self.network, axis_name=self.axis_name)
         length = self.config.num_updates if num_updates is None else num_updates
-        return jax.lax.scan(step, runner, None, length=length)
+        with self._precision():
+            return jax.lax.scan(step, runner, None, length=length)
 
     def __call__(self, key: jax.Array, hparams: Hparams | None = None) -> TrainOutput:
         runner, metrics = self.run(self.init(key, hparams), hparams)

@@ -365,3 +365,23 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint(tmp_path, finished_
     assert again.update == good.update
     jax.tree.map(np.testing.assert_array_equal, again.train_state.params, good.train_state.params)
     assert os.listdir(os.path.join(run, "checkpoint")) == ["checkpoint.msgpack"]
+
+
+def test_the_memory_check_uses_the_accelerators_own_free_memory(monkeypatch):
+    """On a GPU the allocator's limit decides, and the refusal names the device (a fake device
+    stands in for one: no GPU here)."""
+    from types import SimpleNamespace
+
+    from jaxppo import memory
+
+    gpu = SimpleNamespace(platform="gpu", id=0, device_kind="NVIDIA H100 80GB HBM3",
+                          memory_stats=lambda: {"bytes_limit": 80 * 2**30,
+                                                "bytes_in_use": 79 * 2**30})
+    free, where = memory.available_memory(gpu)
+    assert free == 2**30 and where == "GPU 0 (NVIDIA H100 80GB HBM3)"
+    config = PPOConfig(num_envs=16384, num_steps=256, num_minibatches=4,
+                       total_timesteps=16384 * 256)
+    assert memory.estimate_memory(config).total > 2**30
+    with pytest.raises(ConfigError, match=r"GPU 0 \(NVIDIA H100 80GB HBM3\) has 1.0 GiB free"):
+        memory.check_memory(config, device=gpu)
+    memory.check_memory(PPOConfig(), device=gpu)  # a small config fits in the GiB left

@@ -26,3 +26,19 @@ def test_benchmark_returns_tiny():
     out = run("scripts/benchmark_returns.py", "--configs", "configs/cartpole.yaml",
               "--max-steps", "2048", "--seeds", "2")
     assert "| cartpole.yaml | CartPole-v1 |" in out and "capped from" in out
+
+
+def test_gpu_suite_tiny(tmp_path):
+    """Every part of the GPU suite at toy sizes on the CPU, so the suite cannot rot between
+    the sessions that are lent a GPU."""
+    out = run("scripts/gpu_suite.py", "--tiny", "--out", str(tmp_path / "suite"))
+    import json
+
+    data = json.load(open(tmp_path / "suite.json"))
+    assert data["device"]["platform"] == "cpu" and data["device"]["jax"]
+    parts = {r["part"] for r in data["rows"]}
+    assert parts == {"agents", "envs", "minatar", "brax", "precision", "purejaxrl"}
+    measured = [r for r in data["rows"] if r["sps"] is not None]
+    assert len(measured) >= 12 and all(r["sps"] > 0 and r["compile_s"] > 0 for r in measured)
+    assert (tmp_path / "suite.md").read_text().startswith("Device: **cpu**")
+    assert "| agents | CartPole-v1 default | 2 |" in out  # rows print as they come

@@ -161,3 +161,15 @@ def test_vmapped_minatar_does_not_hang():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=240, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert proc.returncode == 0, proc.stderr[-1500:]
+
+
+def test_matmul_precision_reaches_the_compiled_program(tiny_config):
+    """`matmul_precision: highest` makes every dot full float32 (no TF32 on Ampere/Hopper);
+    `default` leaves XLA's choice. Checked on the lowered program, which the CPU shares."""
+    import dataclasses
+
+    def highest_dots(precision):
+        config = dataclasses.replace(tiny_config, matmul_precision=precision)
+        return jax.jit(make_train(config)).lower(jax.random.key(0)).as_text().count("HIGHEST")
+
+    assert highest_dots("default") == 0 and highest_dots("highest") > 0

@@ -1,0 +1,302 @@
+"""Every GPU figure the issues name, in one command, on whatever device JAX finds.
+
+    python scripts/gpu_suite.py                        # every part (~20 min on one H100)
+    python scripts/gpu_suite.py --parts agents,envs    # a part or two per call (<= ~8 min each)
+    python scripts/gpu_suite.py --tiny                 # every part at toy sizes (CPU; a test runs it)
+    python scripts/gpu_suite.py --purejaxrl ~/purejaxrl --parts purejaxrl
+
+Each row is printed as it is measured and the JSON and Markdown files are rewritten after every
+row, so a call cut off by its time limit still leaves its figures. The device is named in both
+(kind, platform, driver, JAX/jaxlib versions). Parts:
+
+- `agents`: CartPole-v1 default config, 1/64/512/2048/4096 vmapped agents x 5e5 steps each.
+- `envs`: one CartPole agent, num_envs 4 -> 65,536 (5e5 steps or one update).
+- `minatar`: MinAtar-Breakout at its published 1e7 steps, 1 and 16 seeds.
+- `brax`: Brax ant and hopper throughput at 2048 and 8192 envs (where Brax is installed).
+- `precision`: bf16 vs f32 compute, and matmul precision `default` (TF32 on Ampere/Hopper) vs
+  `highest`, on CartPole and MinAtar-Breakout: return and speed.
+- `purejaxrl`: PureJaxRL's `ppo.py` beside jaxppo on the same device (needs `--purejaxrl PATH`,
+  a PureJaxRL checkout; run through a shim for gymnax 1.0, as in BENCHMARKS.md).
+
+Every row runs through `jaxppo.Experiment` with no files (what `jaxppo train` runs), and records
+compile s, run s, SPS, the mean final return, the device's peak memory where the device reports
+it, and `jaxppo.estimate_memory`'s prediction beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxppo import Experiment, PPOConfig, estimate_memory, load_config
+from jaxppo.machine import describe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PARTS = ("agents", "envs", "minatar", "brax", "precision", "purejaxrl")
+COLUMNS = ["part", "what", "agents", "num_envs", "env_steps", "compile_s", "run_s", "sps",
+           "final_return", "peak_mem_gib", "estimate_gib", "note"]
+
+
+def device_info() -> dict:
+    dev = jax.devices()[0]
+    driver = ""
+    if dev.platform == "gpu":
+        try:
+            driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                                     "--format=csv,noheader"], capture_output=True, text=True,
+                                    timeout=30).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            driver = "unknown"
+    return {"device": dev.device_kind, "platform": dev.platform, "devices": jax.device_count(),
+            "driver": driver, "jax": jax.__version__, "jaxlib": jax.lib.__version__
+            if hasattr(jax.lib, "__version__") else "", "machine": describe(),
+            "date": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def peak_gib() -> float | None:
+    """The device's peak allocation so far (GPU/TPU; the CPU reports none)."""
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+    except Exception:  # noqa: BLE001 - backends without allocator statistics
+        return None
+    peak = stats.get("peak_bytes_in_use")
+    return None if peak is None else peak / 2**30
+
+
+class Report:
+    """The rows so far, printed as they come and rewritten to JSON and Markdown each time."""
+
+    def __init__(self, out: str):
+        self.out, self.info, self.rows = out, device_info(), []
+        print(f"# jaxppo GPU suite on {self.info['device']} ({self.info['platform']}), "
+              f"JAX {self.info['jax']}", flush=True)
+
+    def add(self, **row) -> None:
+        row = {k: row.get(k) for k in COLUMNS}
+        self.rows.append(row)
+        print("| " + " | ".join(_fmt(row[k]) for k in COLUMNS) + " |", flush=True)
+        self.write()
+
+    def write(self) -> None:
+        with open(self.out + ".json", "w", encoding="utf-8") as f:
+            json.dump({"device": self.info, "rows": self.rows}, f, indent=1)
+        i = self.info
+        lines = [f"Device: **{i['device']}** ({i['platform']}, {i['devices']} device(s), driver "
+                 f"{i['driver'] or '-'}); JAX {i['jax']}; host {i['machine']}; {i['date']}", "",
+                 "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(_fmt(r[k]) for k in COLUMNS) + " |" for r in self.rows]
+        with open(self.out + ".md", "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.2f}"
+    return str(v)
+
+
+def run_row(report: Report, part: str, what: str, config: PPOConfig, agents: int,
+            note: str = "") -> None:
+    """One `Experiment` (no files), and its row."""
+    est = estimate_memory(config, agents, metrics_updates=None).total / 2**30
+    t0 = time.perf_counter()
+    try:
+        r = Experiment(config, seeds=agents, logdir=None, progress=False).run()
+    except Exception as e:  # noqa: BLE001 - a row that fails is a figure too (e.g. memory)
+        report.add(part=part, what=what, agents=agents, num_envs=config.num_envs,
+                   note=f"failed: {str(e).splitlines()[0][:160]}")
+        return
+    run_s = time.perf_counter() - t0 - r.compile_s
+    report.add(part=part, what=what, agents=agents, num_envs=config.num_envs,
+               env_steps=config.env_steps, compile_s=r.compile_s, run_s=run_s,
+               sps=agents * config.env_steps / run_s,
+               final_return=float(np.mean(r.final_return)), peak_mem_gib=peak_gib(),
+               estimate_gib=est, note=note)
+
+
+def part_agents(report: Report, tiny: bool) -> None:
+    cfg = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"))
+    if tiny:
+        cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 4, hidden_sizes=(16,))
+    for n in ((1, 2) if tiny else (1, 64, 512, 2048, 4096)):
+        run_row(report, "agents", "CartPole-v1 default", cfg, n)
+
+
+def part_envs(report: Report, tiny: bool) -> None:
+    cfg = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"))
+    for n in ((4, 8) if tiny else (4, 64, 1024, 8192, 65536)):
+        steps = cfg.num_steps * n * (4 if tiny else 1)
+        c = dataclasses.replace(cfg, num_envs=n, total_timesteps=steps if tiny else
+                                max(cfg.total_timesteps, steps),
+                                hidden_sizes=(16,) if tiny else cfg.hidden_sizes)
+        run_row(report, "envs", "CartPole-v1 one agent", c, 1)
+
+
+def part_minatar(report: Report, tiny: bool) -> None:
+    cfg = load_config(os.path.join(ROOT, "configs", "minatar_breakout.yaml"))
+    if tiny:
+        cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 2, hidden_sizes=(16,))
+    for n in ((1,) if tiny else (1, 16)):
+        run_row(report, "minatar", f"Breakout-MinAtar, {cfg.env_steps:.0e} steps", cfg, n,
+                note="target: <= 20 s for one agent incl. compile (H100)" if n == 1 else "")
+
+
+def part_brax(report: Report, tiny: bool) -> None:
+    if importlib.util.find_spec("brax") is None:
+        report.add(part="brax", what="brax/ant, brax/hopper", note="skipped: Brax is not "
+                   "installed (pip install 'jaxppo[brax]')")
+        return
+    for env in ("brax/ant", "brax/hopper"):
+        cfg = load_config(os.path.join(ROOT, "configs", "brax_hopper.yaml"), {"env_id": env})
+        for n in ((8,) if tiny else (2048, 8192)):
+            steps = n * cfg.num_steps * (1 if tiny else 5)  # throughput: a few updates
+            c = dataclasses.replace(cfg, num_envs=n, total_timesteps=steps,
+                                    num_minibatches=min(cfg.num_minibatches, n),
+                                    hidden_sizes=(16,) if tiny else cfg.hidden_sizes)
+            run_row(report, "brax", f"{env} throughput", c, 1)
+    report.add(part="brax", what="MuJoCo Playground CartpoleBalance, CheetahRun",
+               note="skipped: jaxppo has no MuJoCo Playground adapter yet (issue 14)")
+
+
+def part_precision(report: Report, tiny: bool) -> None:
+    for name in ("cartpole.yaml", "minatar_breakout.yaml"):
+        cfg = load_config(os.path.join(ROOT, "configs", name))
+        if tiny:
+            cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 2, hidden_sizes=(16,))
+        elif name.startswith("minatar"):
+            cfg = dataclasses.replace(cfg, total_timesteps=2_000_000)  # a fifth of the budget
+        for dtype, precision in (("float32", "highest"), ("float32", "default"),
+                                 ("bfloat16", "default")):
+            c = dataclasses.replace(cfg, compute_dtype=dtype, matmul_precision=precision)
+            run_row(report, "precision", f"{cfg.env_id}: {dtype}, matmul {precision}", c, 1)
+
+
+def part_purejaxrl(report: Report, tiny: bool, path: str | None) -> None:
+    if not path:
+        report.add(part="purejaxrl", what="PureJaxRL ppo.py", note="skipped: pass --purejaxrl "
+                   "PATH (a PureJaxRL checkout)")
+        return
+    make_train = load_purejaxrl(path)
+    cfg = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"))
+    if tiny:
+        cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 4)
+    for n in ((1,) if tiny else (1, 2048)):
+        train = jax.jit(jax.vmap(make_train(purejaxrl_config(cfg))))
+        keys = jax.random.split(jax.random.key(0), n)
+        t0 = time.perf_counter()
+        compiled = train.lower(keys).compile()
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(compiled(keys))
+        run_s = time.perf_counter() - t0
+        ret = out["metrics"]["returned_episode_returns"]
+        report.add(part="purejaxrl", what="PureJaxRL ppo.py (shimmed)", agents=n,
+                   num_envs=cfg.num_envs, env_steps=cfg.env_steps, compile_s=compile_s,
+                   run_s=run_s, sps=n * cfg.env_steps / run_s,
+                   final_return=float(jnp.mean(ret[:, -1])), peak_mem_gib=peak_gib())
+        run_row(report, "purejaxrl", "jaxppo, same config", cfg, n)
+
+
+def purejaxrl_config(cfg: PPOConfig) -> dict:
+    """jaxppo's config in PureJaxRL's `ppo.py` keys."""
+    return {"LR": cfg.lr, "NUM_ENVS": cfg.num_envs, "NUM_STEPS": cfg.num_steps,
+            "TOTAL_TIMESTEPS": cfg.total_timesteps, "UPDATE_EPOCHS": cfg.update_epochs,
+            "NUM_MINIBATCHES": cfg.num_minibatches, "GAMMA": cfg.gamma,
+            "GAE_LAMBDA": cfg.gae_lambda, "CLIP_EPS": cfg.clip_eps, "ENT_COEF": cfg.ent_coef,
+            "VF_COEF": cfg.vf_coef, "MAX_GRAD_NORM": cfg.max_grad_norm,
+            "ACTIVATION": cfg.activation, "ENV_NAME": cfg.env_id, "ANNEAL_LR": cfg.anneal_lr,
+            "DEBUG": False}
+
+
+class _Categorical:
+    """What `ppo.py` uses of distrax's Categorical (distrax does not install on this stack)."""
+
+    def __init__(self, logits):
+        self.logits = jax.nn.log_softmax(logits)
+
+    def sample(self, seed):
+        return jax.random.categorical(seed, self.logits)
+
+    def log_prob(self, value):
+        return jnp.take_along_axis(self.logits, value[..., None].astype(jnp.int32), -1)[..., 0]
+
+    def entropy(self):
+        return -jnp.sum(jnp.exp(self.logits) * self.logits, axis=-1)
+
+
+class _FiveTuple:
+    """gymnax >= 1.0's `step` (obs, state, reward, terminated, truncated, info) as the
+    5-tuple `ppo.py` unpacks (done = terminated or truncated)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        out = self._env.step(key, state, action, params)
+        if len(out) == 6:
+            obs, state, reward, terminated, truncated, info = out
+            return obs, state, reward, jnp.logical_or(terminated, truncated), info
+        return out
+
+
+def load_purejaxrl(path: str):
+    """`make_train` of `PATH/purejaxrl/ppo.py` (or `PATH/ppo.py`), with the shim in place."""
+    folder = os.path.join(path, "purejaxrl") if os.path.isdir(os.path.join(path, "purejaxrl")) \
+        else path
+    file = os.path.join(folder, "ppo.py")
+    if not os.path.isfile(file):
+        raise SystemExit(f"--purejaxrl {path}: no ppo.py there (pass a PureJaxRL checkout)")
+    if importlib.util.find_spec("distrax") is None:
+        sys.modules["distrax"] = types.SimpleNamespace(Categorical=_Categorical)
+    import gymnax
+
+    make = gymnax.make
+    gymnax.make = lambda *a, **k: (lambda env, params: (_FiveTuple(env), params))(*make(*a, **k))
+    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("purejaxrl_ppo", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_train
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {','.join(PARTS)}")
+    p.add_argument("--tiny", action="store_true", help="toy sizes (CPU): proves every part runs")
+    p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
+    p.add_argument("--out", default="gpu_suite", help="writes OUT.json and OUT.md")
+    args = p.parse_args(argv)
+    parts = [s.strip() for s in args.parts.split(",") if s.strip()]
+    unknown = [s for s in parts if s not in PARTS]
+    if unknown:
+        p.error(f"--parts: unknown {unknown}; choose from {','.join(PARTS)}")
+    report = Report(args.out)
+    print("| " + " | ".join(COLUMNS) + " |", flush=True)
+    runs = {"agents": part_agents, "envs": part_envs, "minatar": part_minatar,
+            "brax": part_brax, "precision": part_precision}
+    for part in parts:
+        if part == "purejaxrl":
+            part_purejaxrl(report, args.tiny, args.purejaxrl)
+        else:
+            runs[part](report, args.tiny)
+    print(f"wrote {args.out}.json and {args.out}.md", flush=True)
+
+
+if __name__ == "__main__":
+    main()
