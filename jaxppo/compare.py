@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
@@ -218,8 +220,6 @@ def label(system: str, config: PPOConfig, seeds: int) -> str:
 
 
 def versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     out = []
     for pkg in ("torch", "stable-baselines3", "gymnasium"):
         try:
@@ -230,8 +230,6 @@ def versions() -> str:
 
 
 def check_installed() -> None:
-    import importlib.util
-
     for mod in ("torch", "stable_baselines3", "gymnasium"):
         if importlib.util.find_spec(mod) is None:
             raise ConfigError(INSTALL_HINT)
@@ -295,7 +293,7 @@ def _fmt(v, spec: str, none: str = "-") -> str:
     return none if v is None else format(v, spec)
 
 
-def table_markdown(rows: list[dict], config: PPOConfig, notes: list[str], header: str) -> str:
+def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
     lines = [header, "",
              "| system | setup/compile (s) | SPS (median) | × SB3 Dummy | × SB3 Subproc | "
              "time to solve incl. setup (s) | solved | final return |",
@@ -313,7 +311,7 @@ def table_markdown(rows: list[dict], config: PPOConfig, notes: list[str], header
 def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list[str],
                   header: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
-    md = table_markdown(rows, config, notes, header)
+    md = table_markdown(rows, notes, header)
     with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
         f.write(md)
     keys = list(rows[0])

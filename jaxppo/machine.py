@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import platform
 
+import jax
+
 
 def cpu_name() -> str:
     try:
@@ -15,13 +17,9 @@ def cpu_name() -> str:
         return platform.processor() or platform.machine()
 
 
-def describe(with_device: bool = True) -> str:
+def describe() -> str:
     """E.g. `AMD EPYC 7B13, 2 cores; JAX 0.10.2 (cpu)` or `NVIDIA H100 80GB HBM3; JAX ... (gpu)`."""
     cpu = f"{cpu_name()}, {os.cpu_count()} cores"
-    if not with_device:
-        return cpu
-    import jax
-
     dev = jax.devices()[0]
     where = cpu if dev.platform == "cpu" else f"{dev.device_kind} (host: {cpu})"
     return f"{where}; JAX {jax.__version__} ({dev.platform})"
