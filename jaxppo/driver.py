@@ -24,6 +24,7 @@ import numpy as np
 from jaxppo._xla import compiler_options
 from jaxppo.config import divisors
 from jaxppo.distributed import gather
+from jaxppo.keys import keys_as_data
 from jaxppo.sharding import RunInputs
 from jaxppo.train import RunnerState
 
@@ -104,8 +105,12 @@ class Driver:
     """Compiles `init` and the chunk program(s) of one placement and steps through a run."""
 
     def __init__(self, placement, num_runs: int, num_updates: int, *,
-                 chunk_updates: int | None = None):
+                 chunk_updates: int | None = None, donate: bool = False):
         self.placement = placement
+        # Donating the runner state a chunk consumes keeps one copy of params, optimizer and
+        # env states on the device instead of two; chunk k's state then goes to the host before
+        # chunk k+1 consumes it (callbacks and checkpoints see that host copy).
+        self.donate = donate and placement.can_donate
         self.num_runs = num_runs
         self.num_updates = num_updates
         self.chunk_updates = chunk_updates or pick_chunk(num_updates)
@@ -123,7 +128,7 @@ class Driver:
             compiler_options=opts)
         template = self.template(inputs)
         for n in sorted(set(chunk_lengths(self.num_updates, self.chunk_updates, start_update))):
-            program = self.placement.run_program(inputs, n)
+            program = self.placement.run_program(inputs, n, donate=self.donate)
             self._programs[n] = program.lower(template, inputs.hparams).compile(
                 compiler_options=opts)
         self.compile_s = time.perf_counter() - t0
@@ -144,7 +149,8 @@ class Driver:
     def run(self, runner: RunnerState, hparams, start_update: int,
             on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float) -> RunnerState:
         """Step chunk by chunk from `start_update` to the end; `on_chunk` returns False to stop.
-        A stop after chunk k returns chunk k's state; a chunk already in flight is dropped."""
+        A stop after chunk k returns chunk k's state; a chunk already in flight is dropped.
+        With donation, chunk k's state reaches `on_chunk` as a host copy (keys as raw data)."""
         lengths = iter(chunk_lengths(self.num_updates, self.chunk_updates, start_update))
         update = start_update
         inflight: _InFlight | None = None
@@ -152,7 +158,10 @@ class Driver:
         while True:
             nxt = None
             n = next(lengths, None)
+            done_runner = None if inflight is None else inflight.runner
             if n is not None:
+                if self.donate and inflight is not None:  # before chunk k+1 consumes it
+                    done_runner = jax.device_get(keys_as_data(inflight.runner))
                 r_next, m_next = self._programs[n](runner, hparams)
                 if not self.placement.pipelined:
                     jax.block_until_ready((r_next, m_next))
@@ -164,8 +173,8 @@ class Driver:
                 result = ChunkResult(inflight.first_update, inflight.update, metrics,
                                      now - t_start, now - last)
                 last = now
-                if not on_chunk(inflight.runner, result):
-                    return inflight.runner
+                if not on_chunk(done_runner, result):
+                    return done_runner
             if nxt is None:
                 return runner  # the last chunk's state (or the input, if nothing was left)
             inflight = nxt

@@ -119,6 +119,8 @@ class Experiment:
         A `CsvLogger`, `TensorBoardLogger`, `Checkpointer` or `SummaryFile` given here replaces
         the built-in one; `builtin_callbacks=False` keeps only yours (and the progress).
       stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
+      donate: the chunk program donates the runner state it consumes (default: on a GPU/TPU);
+        callbacks then see each chunk's state as a host copy.
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
@@ -128,7 +130,7 @@ class Experiment:
                  tensorboard: bool = True, devices: int | str | None = None, mesh=None,
                  shard: str = "seeds", callbacks: Sequence[Any] = (),
                  builtin_callbacks: bool = True, stop_on_divergence: bool | None = None,
-                 chunk_updates: int | None = None):
+                 chunk_updates: int | None = None, donate: bool | None = None):
         if not isinstance(config, PPOConfig):
             raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
         if int(seeds) < 1:
@@ -151,6 +153,9 @@ class Experiment:
         self.stop_on_divergence = (self.settings is None if stop_on_divergence is None
                                    else stop_on_divergence)
         self.chunk_updates = chunk_updates
+        # On an accelerator the chunk program donates the state it consumes (one copy on the
+        # device, not two); on the CPU memory is host RAM and the copy is not worth a sync.
+        self.donate = jax.default_backend() != "cpu" if donate is None else donate
         self._resume: dict | None = None  # set by from_checkpoint
         self.last_run_dir: str | None = None  # the directory of the latest `run()`
 
@@ -212,7 +217,7 @@ class Experiment:
         placement = make_placement(config, self.mesh, self.shard)
         # Refuses a config that cannot fit, before any file is written or anything compiles.
         driver = Driver(placement, self.num_runs, config.num_updates,
-                        chunk_updates=self.chunk_updates)
+                        chunk_updates=self.chunk_updates, donate=self.donate)
         main = is_main_process()
         if resume:
             run_dir, fresh = resume["run_dir"], False
@@ -365,6 +370,7 @@ class _Loop:
             "diverged_runs": [int(i) for i in np.flatnonzero(self.diverged_runs)],
             "device": dev.device_kind,
             "platform": dev.platform,
+            "peak_device_bytes": _peak_bytes(dev),
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         if exp.settings is not None:
@@ -375,6 +381,14 @@ class _Loop:
                          stats.wall_before + wall, stack_metrics(self.chunks), train_state,
                          self.info.run_dir, self.stop_signal, self.diverged, self.good_update,
                          summary, self.t_start)
+
+
+def _peak_bytes(device) -> int | None:
+    """The accelerator's peak allocation so far (GPU/TPU allocators report it; the CPU not)."""
+    try:
+        return (device.memory_stats() or {}).get("peak_bytes_in_use")
+    except Exception:  # noqa: BLE001 - backends without allocator statistics
+        return None
 
 
 def _end_all(callbacks: list[Callback], result: RunResult) -> BaseException | None:

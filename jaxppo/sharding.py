@@ -72,6 +72,7 @@ class LocalPlacement:
     """All runs on JAX's default device."""
 
     pipelined = True  # chunk k+1 may be in flight while the host handles chunk k
+    can_donate = True
     description = ""
 
     def __init__(self, config: PPOConfig):
@@ -88,10 +89,9 @@ class LocalPlacement:
     def init_program(self, inputs: RunInputs):
         return jax.jit(_vmapped_init(self.trainer, inputs))
 
-    def run_program(self, inputs: RunInputs, num_updates: int):
-        # No buffer donation: while chunk k+1 runs, chunk k's state must stay valid for its
-        # checkpoint (the runner state is small: params, optimizer, env state).
-        return jax.jit(_vmapped_run(self.trainer, inputs, num_updates))
+    def run_program(self, inputs: RunInputs, num_updates: int, donate: bool = False):
+        return jax.jit(_vmapped_run(self.trainer, inputs, num_updates),
+                       donate_argnums=(0,) if donate else ())
 
     def place_state(self, runner: RunnerState, sharding) -> RunnerState:
         return runner
@@ -118,6 +118,7 @@ class _MeshPlacement:
     the mesh: `init(keys, hparams)`, `run(runner, hparams, n)`, `__call__(keys, hparams)`."""
 
     shard = ""
+    can_donate = False  # the host-copy handoff is not done across processes
 
     def __init__(self, config: PPOConfig, mesh: Mesh, local: PPOConfig, trainer: Trainer,
                  inputs: NamedSharding):
@@ -213,7 +214,7 @@ class SeedsPlacement(_MeshPlacement):
     def init_program(self, inputs: RunInputs):
         return jax.jit(_vmapped_init(self.trainer, inputs), out_shardings=self.runs)
 
-    def run_program(self, inputs: RunInputs, num_updates: int):
+    def run_program(self, inputs: RunInputs, num_updates: int, donate: bool = False):
         return jax.jit(_vmapped_run(self.trainer, inputs, num_updates), out_shardings=self.runs)
 
 
@@ -245,7 +246,7 @@ class EnvsPlacement(_MeshPlacement):
                                      in_specs=(P(), P(), P()),
                                      out_specs=self._runner_specs(inputs), check_vma=False))
 
-    def run_program(self, inputs: RunInputs, num_updates: int):
+    def run_program(self, inputs: RunInputs, num_updates: int, donate: bool = False):
         spec = self._runner_specs(inputs)
         return jax.jit(jax.shard_map(_vmapped_run(self.trainer, inputs, num_updates),
                                      mesh=self.mesh, in_specs=(spec, P()),

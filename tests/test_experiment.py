@@ -248,3 +248,26 @@ def test_wandb_missing_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(jaxppo.UsageError, match=r"pip install 'jaxppo\[wandb\]'"):
         experiment(callbacks=[jaxppo.WandbLogger()]).run()
+
+
+def test_donating_the_runner_state_changes_nothing_but_memory(tmp_path, whole):
+    """`donate=True` (the default on a GPU/TPU): the chunk program aliases its input runner
+    state to its output (one copy on the device, not two), callbacks get a host copy, and the
+    run is bit-identical, stopped and resumed included."""
+    seen = []
+    result = experiment(tmp_path, donate=True, callbacks=[lambda e: seen.append(
+        (type(e.runner.train_state.step).__module__, e.update)) or e.update < 12]).run()
+    assert result.status == "stopped" and result.update == 12
+    assert seen[0][0] == "numpy"  # chunk 1's state reached the host before chunk 2 consumed it
+    run = os.path.join(str(tmp_path), "run")
+    Experiment.resume(run, progress=False, donate=True)
+    assert_same_run(whole[1], run)
+
+    from jaxppo.sharding import LocalPlacement
+
+    placement = LocalPlacement(CONFIG)
+    inputs = placement.place_inputs(jax.random.split(jax.random.key(0), 2), None)
+    template = jax.eval_shape(placement.init_program(inputs), *inputs)
+    aliased = {d: placement.run_program(inputs, CHUNK, donate=d).lower(template, None).compile()
+               .memory_analysis().alias_size_in_bytes for d in (False, True)}
+    assert aliased[False] == 0 and aliased[True] > 0
