@@ -2,6 +2,25 @@ import jax
 import pytest
 
 from jaxppo import PPOConfig
+from jaxppo.envs import register_env
+from jaxppo.probes import ProbeState, _Probe
+
+
+class Explode(_Probe):
+    """Reward 0 until step 40 of an episode, then 1e38: returns overflow to inf, the critic's
+    loss goes non-finite. A deterministic way to make a run diverge at a known update (the
+    third of 16-step updates)."""
+
+    def reset_env(self, key, params):
+        s = ProbeState(obs=jax.numpy.float32(0.0), time=0)
+        return self.get_obs(s), s
+
+    def step_env(self, key, state, action, params):
+        reward = jax.numpy.where(state.time >= 40, 1e38, 0.0)
+        return self._out(state.replace(time=state.time + 1), reward, False)
+
+
+register_env("test/Explode-v0", Explode)
 
 
 @pytest.fixture(scope="session")

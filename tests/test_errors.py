@@ -14,8 +14,6 @@ import pytest
 
 from jaxppo import ConfigError, Experiment, PPOConfig, load_checkpoint, make_train
 from jaxppo.cli import main
-from jaxppo.envs import register_env
-from jaxppo.probes import ProbeState, _Probe
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -276,20 +274,7 @@ def test_memory_does_not_grow_with_total_timesteps(tiny_config):
 
 # ---------------------------------------------------------------------------------------------
 # divergence
-class Explode(_Probe):
-    """Reward 0 until step 40 of an episode, then 1e38: returns overflow to inf, the critic's
-    loss goes non-finite. A deterministic way to make a run diverge at a known update."""
-
-    def reset_env(self, key, params):
-        s = ProbeState(obs=jax.numpy.float32(0.0), time=0)
-        return self.get_obs(s), s
-
-    def step_env(self, key, state, action, params):
-        reward = jax.numpy.where(state.time >= 40, 1e38, 0.0)
-        return self._out(state.replace(time=state.time + 1), reward, False)
-
-
-register_env("test/Explode-v0", Explode)
+# The env built to explode at a known update is `test/Explode-v0` (tests/conftest.py).
 
 
 def test_nonfinite_metric_marks_the_diverged_updates(tiny_config):

@@ -17,11 +17,9 @@ import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import main
-from jaxppo.envs import register_env
 from jaxppo.experiment import rank_settings
 from jaxppo.keys import to_host
 from jaxppo.logger import read_metrics_csv
-from jaxppo.probes import ProbeState, _Probe
 
 # 24 updates of 4 envs x 16 steps; chunks of 6 updates: 4 chunks.
 CONFIG = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
@@ -144,23 +142,10 @@ def test_a_finished_run_is_not_resumed_or_overwritten(whole):
     assert open(os.path.join(run, "summary.json")).read() == before
 
 
-class Explode(_Probe):
-    """Reward 0 until step 40 of an episode, then 1e38: the loss turns non-finite in update 3."""
-
-    def reset_env(self, key, params):
-        s = ProbeState(obs=jax.numpy.float32(0.0), time=0)
-        return self.get_obs(s), s
-
-    def step_env(self, key, state, action, params):
-        reward = jax.numpy.where(state.time >= 40, 1e38, 0.0)
-        return self._out(state.replace(time=state.time + 1), reward, False)
-
-
-register_env("test/ExplodeApi-v0", Explode)
 
 
 def test_divergence_stops_the_run_and_keeps_the_last_good_state(tmp_path):
-    config = dataclasses.replace(CONFIG, env_id="test/ExplodeApi-v0", total_timesteps=64 * 6)
+    config = dataclasses.replace(CONFIG, env_id="test/Explode-v0", total_timesteps=64 * 6)
     events = []
     result = experiment(tmp_path, config=config, chunk_updates=1, callbacks=[events.append]).run()
     assert result.status == "diverged" and result.diverged == (0, 3) and result.good_update == 2
