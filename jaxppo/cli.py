@@ -14,20 +14,17 @@ boundary with status 3, keeping the last good checkpoint.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import signal
 import sys
 import time
 
 import jax
-import yaml
 
 import jaxppo.compare as cmp
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.callbacks import Callback, RunInfo
-from jaxppo.config import Hparams, load_config, parse_value
+from jaxppo.config import load_config, parse_overrides
 from jaxppo.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.experiment import (
@@ -35,10 +32,11 @@ from jaxppo.experiment import (
     Experiment,
     SweepResult,
     grid_settings,
+    parse_grid,
     run_dir_of,
     sweep_rows,
 )
-from jaxppo.files import check_writable
+from jaxppo.files import PipeSafe, check_writable
 from jaxppo.logger import WandbLogger
 from jaxppo.policy import evaluate, load_policy
 from jaxppo.render import render_gif, render_html
@@ -48,39 +46,6 @@ EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
 # --------------------------------------------------------------------------------------------
 # argument parsing helpers
-def parse_set(items: list[str]) -> dict:
-    """`KEY=VALUE` pairs; VALUE is read as YAML 1.2 (so 3e-4, true, [64, 64] mean what they say)."""
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)")
-        try:
-            out[key.strip()] = parse_value(value)
-        except yaml.YAMLError:
-            raise UsageError(f"--set {key}: cannot parse value {value!r}") from None
-    return out
-
-
-def parse_grid(items: list[str]) -> dict[str, list[float]]:
-    grid = {}
-    for item in items or []:
-        key, sep, values = item.partition("=")
-        key = key.strip()
-        if not sep or not key or not values:
-            raise UsageError(f"--grid expects KEY=V1,V2,..., got {item!r} (e.g. --grid lr=1e-4,3e-4)")
-        if key not in Hparams._fields:
-            raise UsageError(f"--grid {key}: only float hyperparameters can be swept in one "
-                             f"compile: {', '.join(Hparams._fields)}")
-        try:
-            grid[key] = [float(v) for v in values.split(",")]
-        except ValueError:
-            raise UsageError(f"--grid {key}: values must be numbers, got {values!r}") from None
-    if not grid:
-        raise UsageError("sweep needs at least one --grid KEY=V1,V2,...")
-    return grid
-
-
 def positive_int(name: str):
     def parse(text: str) -> int:
         try:
@@ -185,7 +150,7 @@ def cmd_train(args) -> int:
         _refuse_with_resume(args)
         exp = Experiment.from_checkpoint(args.resume, **opts)
     else:
-        config = load_config(require_config(args), parse_set(args.set))
+        config = load_config(require_config(args), parse_overrides(args.set))
         exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
     result, code = _run(exp, args, f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)")
@@ -229,7 +194,7 @@ def cmd_sweep(args) -> int:
             raise UsageError(f"'{args.resume}' is a training run, not a sweep; resume it with "
                              "jaxppo train --resume")
     else:
-        config = load_config(require_config(args), parse_set(args.set))
+        config = load_config(require_config(args), parse_overrides(args.set))
         settings = grid_settings(parse_grid(args.grid))
         exp = Experiment(config, seeds=args.seeds or 1, hparams=settings, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
@@ -281,7 +246,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    overrides = parse_set(args.set)
+    overrides = parse_overrides(args.set)
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
     config = load_config(require_config(args), overrides)
@@ -402,40 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _PipeSafe(io.TextIOBase):
-    """stdout that a closed reader (`jaxppo train ... | head -1`) cannot kill: after a broken
-    pipe, output goes to /dev/null and the run goes on to its checkpoint and summary."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return self.stream.write(text)
-        except BrokenPipeError:
-            self._to_devnull()
-            return len(text)
-
-    def flush(self) -> None:
-        try:
-            self.stream.flush()
-        except BrokenPipeError:
-            self._to_devnull()
-
-    def _to_devnull(self) -> None:
-        with contextlib.suppress(OSError, ValueError):  # the interpreter's final flush too
-            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
-        self.stream = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
-
-    def isatty(self) -> bool:
-        return self.stream.isatty()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse itself exits 2 with one usage line on bad flags
     setup_compilation_cache(not args.no_cache)
-    stdout, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
+    stdout, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
         return args.func(args)
     except (ConfigError, UsageError, CheckpointError) as e:

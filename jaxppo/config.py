@@ -323,6 +323,21 @@ def parse_value(text: str) -> Any:
     return yaml_load(text)
 
 
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` overrides (the CLI's `--set`); VALUE is read as YAML 1.2, so 3e-4, true and
+    [64, 64] mean what they say. The keys are checked when the config is built."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)")
+        try:
+            out[key.strip()] = parse_value(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot parse value {value!r}") from None
+    return out
+
+
 def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PPOConfig:
     """Read a YAML config (`yaml_load`: safe, YAML 1.2 numbers, no duplicate keys) and apply
     `overrides`."""

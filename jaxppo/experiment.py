@@ -474,6 +474,27 @@ class SweepResult:
         return "\n".join(lines)
 
 
+def parse_grid(items: list[str]) -> dict[str, list[float]]:
+    """`KEY=V1,V2,...` items (the CLI's `--grid`) as a grid; only the float hyperparameters
+    that one compiled program can sweep."""
+    grid = {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not values:
+            raise UsageError(f"--grid expects KEY=V1,V2,..., got {item!r} (e.g. --grid lr=1e-4,3e-4)")
+        if key not in Hparams._fields:
+            raise UsageError(f"--grid {key}: only float hyperparameters can be swept in one "
+                             f"compile: {', '.join(Hparams._fields)}")
+        try:
+            grid[key] = [float(v) for v in values.split(",")]
+        except ValueError:
+            raise UsageError(f"--grid {key}: values must be numbers, got {values!r}") from None
+    if not grid:
+        raise UsageError("sweep needs at least one --grid KEY=V1,V2,...")
+    return grid
+
+
 def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
     """Every combination of a grid `{key: [values]}`, in grid order."""
     return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]

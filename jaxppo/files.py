@@ -1,4 +1,4 @@
-"""The run directory's files as data, not trust: one writer at a time (an OS lock), writes
+"""Files and streams as data, not trust: one writer at a time (an OS lock), writes
 confined to the run directory (no `..`, no symlinks followed out of it), whole-file writes that a
 kill cannot leave half-done, and paths checked before work is spent. Every refusal is one line
 naming the path and the fix."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import os
 import stat
 import tempfile
@@ -118,3 +119,32 @@ class RunLock:
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
                 os.close(self.fd)
             self.fd = None
+
+
+class PipeSafe(io.TextIOBase):
+    """stdout that a closed reader (`jaxppo train ... | head -1`) cannot kill: after a broken
+    pipe, output goes to /dev/null and the run goes on to its checkpoint and summary."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the interpreter's final flush too
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+        self.stream = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()

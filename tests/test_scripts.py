@@ -42,3 +42,48 @@ def test_gpu_suite_tiny(tmp_path):
     assert len(measured) >= 12 and all(r["sps"] > 0 and r["compile_s"] > 0 for r in measured)
     assert (tmp_path / "suite.md").read_text().startswith("Device: **cpu**")
     assert "| agents | CartPole-v1 default | 2 |" in out  # rows print as they come
+
+
+STUB_PPO = '''
+"""A stand-in with PureJaxRL ppo.py's interface and the two things its shim must fix: it
+unpacks gymnax's old 5-tuple `step`, and it imports distrax."""
+import distrax
+import gymnax
+import jax
+import jax.numpy as jnp
+
+
+def make_train(config):
+    env, params = gymnax.make(config["ENV_NAME"])
+    n, t = config["NUM_ENVS"], config["NUM_STEPS"]
+    updates = config["TOTAL_TIMESTEPS"] // (n * t)
+
+    def train(rng):
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(rng, n), params)
+
+        def step(carry, key):
+            state, ret = carry
+            k1, k2 = jax.random.split(key)
+            action = distrax.Categorical(logits=jnp.zeros((n, 2))).sample(seed=k1)
+            obs, state, reward, done, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(k2, n), state, action, params)
+            ret = jnp.where(done, 0.0, ret + reward)
+            return (state, ret), ret
+
+        _, rets = jax.lax.scan(step, (state, jnp.zeros(n)), jax.random.split(rng, updates * t))
+        return {"runner_state": state,
+                "metrics": {"returned_episode_returns": rets.reshape(updates, t, n)}}
+
+    return train
+'''
+
+
+def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
+    """`--purejaxrl PATH`: a checkout's ppo.py runs beside jaxppo, with gymnax 1.0's step and
+    without distrax (here a stand-in with ppo.py's interface; no checkout can be fetched)."""
+    (tmp_path / "purejaxrl").mkdir()
+    (tmp_path / "purejaxrl" / "ppo.py").write_text(STUB_PPO)
+    out = run("scripts/gpu_suite.py", "--tiny", "--parts", "purejaxrl", "--purejaxrl",
+              str(tmp_path), "--out", str(tmp_path / "suite"))
+    assert "| purejaxrl | PureJaxRL ppo.py (shimmed) | 1 |" in out
+    assert "| purejaxrl | jaxppo, same config | 1 |" in out
