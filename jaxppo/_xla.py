@@ -2,16 +2,15 @@
 
 XLA:CPU's concurrency-optimized thunk scheduler (on by default in jaxlib 0.10) deadlocks some
 vmapped training programs at 0% CPU after compiling: 2 vmapped seeds of
-`configs/minatar_breakout.yaml`, PureJaxRL's ppo.py at 16 seeds, and (2026-11-22) 2 of 11 runs
-of the default CartPole config at 16 vmapped seeds. Turning it off costs throughput on some
-shapes (16 CartPole seeds: ~135k instead of ~173k SPS, median of 5 interleaved; 1 seed: no
-difference; BENCHMARKS.md), but a hang is worse than a slower run. So:
-
-- `import jaxppo` turns it off for the process (XLA_FLAGS, before JAX creates its CPU backend),
-  which also protects programs users jit themselves (`jax.jit(jax.vmap(make_train(c)))`);
-- every program jaxppo compiles itself (`Experiment`, the CLI, the benchmarks) also passes it
-  per program (`compiler_options`), so with JAXPPO_KEEP_XLA_FLAGS=1 (XLA_FLAGS left exactly as
-  you set them, your own programs on the faster scheduler) jaxppo's runs stay protected.
+`configs/minatar_breakout.yaml`, PureJaxRL's ppo.py at 16 seeds, and (2026-11-22) the default
+CartPole config at 16 vmapped seeds, 2 times in 11. So `import jaxppo` turns it off for the
+process (XLA_FLAGS, before JAX creates its CPU backend), which also protects the programs users
+jit themselves. Passing the same option per program (`compile(compiler_options=...)`, which XLA
+accepts) does not help: with it alone, the 16-seed program still hung (1 run in 7) and ran at the
+scheduler-on speed, i.e. the option is not read per program (BENCHMARKS.md). The cost of the
+flag is throughput on some shapes (16 CartPole seeds: ~135k instead of ~173k SPS, median of 5
+interleaved; 1 seed: no difference). Set JAXPPO_KEEP_XLA_FLAGS=1 to leave XLA_FLAGS exactly as
+you set them, hangs included.
 """
 
 from __future__ import annotations
@@ -45,18 +44,11 @@ def compiler_options(backend: str) -> dict | None:
     """Per-program XLA options for the training programs jaxppo compiles itself (CPU only).
 
     LLVM optimization level 2 instead of XLA's default 3 compiles CartPole's update scan in
-    ~2.7 s instead of ~3.6 s with the same run time (BENCHMARKS.md); the scheduler workaround
-    above. What a user set in XLA_FLAGS wins."""
-    if backend != "cpu":
+    ~2.7 s instead of ~3.6 s with the same run time (BENCHMARKS.md). Users who set the level
+    in XLA_FLAGS keep theirs."""
+    if backend != "cpu" or "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
         return None
-    flags = os.environ.get("XLA_FLAGS", "")
-    opts = {}
-    if "xla_backend_optimization_level" not in flags:
-        opts["xla_backend_optimization_level"] = 2
-    if "xla_cpu_enable_concurrency_optimized_scheduler" not in flags and \
-            _jaxlib_version() >= (0, 10):
-        opts["xla_cpu_enable_concurrency_optimized_scheduler"] = False
-    return opts or None
+    return {"xla_backend_optimization_level": 2}
 
 
 def setup_compilation_cache(enabled: bool = True) -> None:

@@ -173,27 +173,3 @@ def test_matmul_precision_reaches_the_compiled_program(tiny_config):
         return jax.jit(make_train(config)).lower(jax.random.key(0)).as_text().count("HIGHEST")
 
     assert highest_dots("default") == 0 and highest_dots("highest") > 0
-
-
-def test_jaxppo_runs_keep_the_scheduler_workaround_without_the_process_flag():
-    """With JAXPPO_KEEP_XLA_FLAGS=1 (XLA_FLAGS untouched), the programs jaxppo compiles still
-    turn XLA:CPU's concurrency-optimized scheduler off per program: 16 vmapped CartPole seeds
-    (a program that hung 2 times in 11 without it) run to the end. In a subprocess, so a hang
-    fails by timeout."""
-    import os
-    import subprocess
-    import sys
-
-    from jaxppo._xla import compiler_options
-
-    assert compiler_options("cpu")["xla_cpu_enable_concurrency_optimized_scheduler"] is False
-    assert compiler_options("gpu") is None
-    code = ("import jaxppo\n"
-            "c = jaxppo.load_config('configs/cartpole.yaml', {'total_timesteps': 51200})\n"
-            "r = jaxppo.Experiment(c, seeds=16, logdir=None, progress=False).run()\n"
-            "print(r.status)\n")
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["JAXPPO_KEEP_XLA_FLAGS"] = "1"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert proc.returncode == 0 and proc.stdout.strip() == "finished", proc.stderr[-1500:]
