@@ -109,6 +109,9 @@ class Callback:
     def on_end(self, result: RunResult) -> None:
         pass
 
+    def flush(self) -> None:
+        """Finish writing what `on_chunk` has been given (a checkpoint is about to be saved)."""
+
 
 class FunctionCallback(Callback):
     """A plain function as an `on_chunk` callback."""
@@ -204,6 +207,7 @@ class Checkpointer(Callback):
         self.allow_nonfinite = allow_nonfinite
         self.good: _Good | None = None
         self.saved_update: int | None = None
+        self.before_save: list = []  # the other callbacks' flush: logs reach disk first
 
     def on_start(self, info: RunInfo) -> None:
         self.info = info
@@ -220,6 +224,8 @@ class Checkpointer(Callback):
             self.save(self.good)
 
     def save(self, good: _Good) -> None:
+        for flush in self.before_save:
+            flush()
         host = gather(keys_as_data(good.runner))
         if is_main_process():
             extra = {"seed": self.info.seed, "stats": good.stats}

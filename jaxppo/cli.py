@@ -109,7 +109,8 @@ def _run(exp: Experiment, args, what: str):
         signum = getattr(e, "signum", signal.SIGINT)
         problem, code = f"stopped at once by {signal.Signals(signum).name}", 128 + signum
     except OSError as e:
-        problem, code = f"cannot write the run directory ({e.strerror or e}: {e.filename})", 1
+        where = e.filename or exp.last_run_dir
+        problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
     run_dir = exp.last_run_dir
     if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
         print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
@@ -381,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
         return 130
     finally:
+        sys.stdout.flush()  # while a closed reader is still caught
         sys.stdout = stdout
 
 

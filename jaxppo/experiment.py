@@ -39,7 +39,7 @@ from jaxppo.callbacks import (
     stack_metrics,
 )
 from jaxppo.checkpoint import checkpoint_path, load_checkpoint
-from jaxppo.config import Hparams, PPOConfig
+from jaxppo.config import Hparams, PPOConfig, config_from_dict
 from jaxppo.distributed import from_process_0, gather, is_main_process, make_mesh
 from jaxppo.driver import ChunkResult, Driver, StopFlag
 from jaxppo.errors import ConfigError, UsageError
@@ -141,6 +141,8 @@ class Experiment:
         self.settings = None if hparams is None else [dict(s) for s in hparams]
         if self.settings is not None:
             _check_settings(config, self.settings)
+            # Plain floats: they go into checkpoints and summary.json (numpy scalars would not).
+            self.settings = [{k: float(v) for k, v in s.items()} for s in self.settings]
         self.num_runs = self.seeds * (1 if self.settings is None else len(self.settings))
         self.logdir = logdir
         self.run_name = None if run_name is None else check_run_name(run_name)
@@ -214,6 +216,9 @@ class Experiment:
     def run(self) -> RunResult:
         """Train to the configured total (or until stopped) and return the `RunResult`."""
         config, resume = self.config, self._resume
+        if resume is not None and resume.get("ran"):
+            raise UsageError("this Experiment already continued its run; resume it again with "
+                             f"Experiment.resume({resume['run_dir']!r})")
         placement = make_placement(config, self.mesh, self.shard)
         # Refuses a config that cannot fit, before any file is written or anything compiles.
         driver = Driver(placement, self.num_runs, config.num_updates,
@@ -221,6 +226,7 @@ class Experiment:
         main = is_main_process()
         if resume:
             run_dir, fresh = resume["run_dir"], False
+            resume["ran"] = True  # its runner state may be donated to the first chunk
         elif self.logdir is not None and main:
             run_dir, fresh = make_run_dir(self.logdir, self.run_name, config, self.num_runs), True
         elif self.logdir is not None:
@@ -229,18 +235,21 @@ class Experiment:
             run_dir, fresh = None, False
         self.last_run_dir = run_dir
         lock = RunLock(run_dir) if run_dir is not None and main else None
-        if lock is not None:
-            lock.__enter__()  # a second writer is refused here, before anything is written
         try:
+            if lock is not None:
+                lock.acquire()  # a second writer is refused here, before anything is written
             if fresh:
                 write_config(run_dir, config)
-            return self._run(placement, driver, run_dir, fresh, main)
+            return self._run(placement, driver, run_dir, main)
+        except BaseException:
+            if fresh and not os.path.exists(os.path.join(run_dir, "checkpoint")):
+                shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no orphan
+            raise
         finally:
             if lock is not None:
-                lock.__exit__()
+                lock.release()
 
-    def _run(self, placement, driver: Driver, run_dir: str | None, fresh: bool,
-             main: bool) -> RunResult:
+    def _run(self, placement, driver: Driver, run_dir: str | None, main: bool) -> RunResult:
         config, resume = self.config, self._resume
         start_update = resume["update"] if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
@@ -263,8 +272,6 @@ class Experiment:
         except BaseException:
             loop.status = "error"
             _end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
-            if fresh and loop.good_runner is None:  # nothing ran: leave no orphan directory
-                shutil.rmtree(run_dir, ignore_errors=True)
             raise
         if loop.status == "running":
             loop.status = "finished"
@@ -297,7 +304,11 @@ class Experiment:
             sweep_files = [SweepTable()] if self.settings is not None else []
             builtin = [CsvLogger(), *([TensorBoardLogger()] if self.tensorboard else []),
                        *builtin, *sweep_files, SummaryFile()]
-        return out + [b for b in builtin if not any(type(c) is type(b) for c in out)]
+        out += [b for b in builtin if not any(type(c) is type(b) for c in out)]
+        for cb in out:  # a checkpoint never gets ahead of the logs written before it
+            if isinstance(cb, Checkpointer):
+                cb.before_save = [c.flush for c in out if c is not cb]
+        return out
 
 
 class _Loop:
@@ -429,6 +440,10 @@ def _check_config_file(run_dir: str, config: PPOConfig) -> None:
     if not isinstance(on_disk, dict):
         raise UsageError(f"'{path}' is not the config this run was started with (unreadable); "
                          "restore it (the checkpoint holds the run's config) or delete it")
+    try:  # a file from an older jaxppo lacks newer keys: compare with defaults filled in
+        on_disk = config_from_dict(on_disk, source=path).to_dict()
+    except ConfigError:
+        pass  # compared raw: every key that differs is named
     changed = sorted(k for k in set(saved) | set(on_disk) if on_disk.get(k) != saved.get(k))
     if changed:
         raise UsageError(f"'{path}' was edited since the run started ({', '.join(changed)}); a "

@@ -6,10 +6,12 @@ naming the path and the fix."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import io
 import os
 import stat
+import sys
 import tempfile
 
 from jaxppo.errors import UsageError
@@ -87,38 +89,55 @@ def remove_stale_temps(folder: str) -> None:
 class RunLock:
     """One writer per run directory: an exclusive OS file lock on `RUN_DIR/.lock`, held for
     the run's life. The OS releases it when the process dies (kill -9 included), so a stale
-    lock never blocks a resume; a second live writer gets one line naming the holder."""
+    lock never blocks a resume; a second live writer gets one line naming the holder. On a
+    file system without locks (some NFS / Lustre mounts) the run goes on unlocked, and says so."""
 
     def __init__(self, run_dir: str):
         self.path = os.path.join(run_dir, LOCK_FILE)
         self.fd: int | None = None
 
-    def __enter__(self) -> RunLock:
+    def acquire(self) -> RunLock:
+        run_dir = os.path.dirname(self.path)
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         try:
             fd = os.open(self.path, flags, 0o644)
         except OSError as e:
-            raise UsageError(f"cannot lock run directory '{os.path.dirname(self.path)}': "
-                             f"{e.strerror}; check that it is writable") from None
+            raise UsageError(f"cannot lock run directory '{run_dir}': {e.strerror}; check that "
+                             "it is writable") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "another process"
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                print(f"note: run directory '{run_dir}' cannot be locked ({e.strerror}); "
+                      "running without the one-writer check", file=sys.stderr)
+                return self
+            holder = os.read(fd, 64).decode("ascii", "replace").strip()
             os.close(fd)
-            raise UsageError(f"run directory '{os.path.dirname(self.path)}' is in use by process "
-                             f"{holder} (a run still going?); wait for it to end or stop it "
-                             "first, then resume") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode("ascii"))
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            raise UsageError(f"run directory '{run_dir}' is in use by {who} (a run still "
+                             "going?); wait for it to end or stop it first, then resume") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode("ascii"))
+        except OSError:
+            pass  # the lock holds without the pid in it
         self.fd = fd
         return self
 
-    def __exit__(self, *exc) -> None:
+    def release(self) -> None:
         if self.fd is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 class PipeSafe(io.TextIOBase):

@@ -12,6 +12,7 @@ an episode ended (CleanRL's rule; an empty CSV cell otherwise), never a stale re
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import queue
@@ -80,13 +81,21 @@ class _Background(Callback):
     def _loop(self) -> None:
         while True:
             item = self._queue.get()
-            if item is None:
-                return
-            if self._error is None:
-                try:
-                    self._write(item)
-                except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
-                    self._error = e
+            try:
+                if item is None:
+                    return
+                if self._error is None:
+                    try:
+                        self._write(item)
+                    except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
+                        self._error = e
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Wait until every chunk given so far is written (errors surface in on_chunk/on_end)."""
+        if getattr(self, "_thread", None) is not None and self._thread.is_alive():
+            self._queue.join()
 
     def _raise(self) -> None:
         if self._error is not None:
@@ -109,6 +118,24 @@ class _Background(Callback):
         pass
 
 
+def _kept_rows(path: str, start_update: int, num_runs: int) -> str:
+    """metrics.csv cut back to the checkpoint's update, as CSV text with today's columns: rows
+    after it (logged before a hard stop) go, and so does any row a kill cut short or any update
+    with fewer than `num_runs` rows; older files' missing columns stay empty."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f)
+                if None not in r.values() and r.get("update", "").isdigit()
+                and int(r["update"]) <= start_update and None not in r]
+    per_update: dict[str, int] = {}
+    for r in rows:
+        per_update[r["update"]] = per_update.get(r["update"], 0) + 1
+    out = io.StringIO()
+    w = csv.DictWriter(out, CSV_HEADER, restval="", extrasaction="ignore", lineterminator="\r\n")
+    w.writeheader()
+    w.writerows(r for r in rows if per_update[r["update"]] == num_runs)
+    return out.getvalue()
+
+
 def _fmt(metric: str, value: float, episodes: float) -> str:
     if metric in EPISODE_METRICS and episodes <= 0:
         return ""
@@ -121,16 +148,15 @@ class CsvLogger(_Background):
 
     def on_start(self, info: RunInfo) -> None:
         path = os.path.join(info.run_dir, "metrics.csv")
-        kept = []
         if info.start_update > 0 and os.path.exists(path):
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = list(csv.reader(f))
-            kept = [r for r in rows[1:] if r and r[0].isdigit() and int(r[0]) <= info.start_update]
-        self._file = open(path, "w", newline="", encoding="utf-8")
-        self._csv = csv.writer(self._file)
-        self._csv.writerow(CSV_HEADER)
-        self._csv.writerows(kept)
-        self._file.flush()
+            write_atomic(path, _kept_rows(path, info.start_update, info.num_runs))
+            self._file = open(path, "a", newline="", encoding="utf-8")
+            self._csv = csv.writer(self._file)
+        else:
+            self._file = open(path, "w", newline="", encoding="utf-8")
+            self._csv = csv.writer(self._file)
+            self._csv.writerow(CSV_HEADER)
+            self._file.flush()
         self._start_writer()
 
     def _write(self, event: ChunkEvent) -> None:

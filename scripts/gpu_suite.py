@@ -6,7 +6,8 @@
     python scripts/gpu_suite.py --purejaxrl ~/purejaxrl --parts purejaxrl
 
 Each row is printed as it is measured and the JSON and Markdown files are rewritten after every
-row, so a call cut off by its time limit still leaves its figures. The device is named in both
+row, so a call cut off by its time limit still leaves its figures. Each part runs in a process of
+its own (its peak device memory is its own). The device is named in both
 (kind, platform, driver, JAX/jaxlib versions). Parts:
 
 - `agents`: CartPole-v1 default config, 1/64/512/2048/4096 vmapped agents x 5e5 steps each.
@@ -65,7 +66,8 @@ def device_info() -> dict:
 
 
 def peak_gib() -> float | None:
-    """The device's peak allocation so far (GPU/TPU; the CPU reports none)."""
+    """The device's peak allocation so far in this part's process (GPU/TPU; the CPU reports
+    none). Each part runs in its own process and its rows grow, so it is each row's peak."""
     try:
         stats = jax.devices()[0].memory_stats() or {}
     except Exception:  # noqa: BLE001 - backends without allocator statistics
@@ -79,6 +81,9 @@ class Report:
 
     def __init__(self, out: str):
         self.out, self.info, self.rows = out, device_info(), []
+        if os.path.exists(out + ".json"):  # the parts before this one (one process each)
+            with open(out + ".json", encoding="utf-8") as f:
+                self.rows = json.load(f)["rows"]
         print(f"# jaxppo GPU suite on {self.info['device']} ({self.info['platform']}), "
               f"JAX {self.info['jax']}", flush=True)
 
@@ -286,15 +291,24 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [s for s in parts if s not in PARTS]
     if unknown:
         p.error(f"--parts: unknown {unknown}; choose from {','.join(PARTS)}")
+    if len(parts) > 1:  # one process per part: each part's peak memory is its own
+        if os.path.exists(args.out + ".json"):
+            os.remove(args.out + ".json")
+        for part in parts:
+            cmd = [sys.executable, os.path.abspath(__file__), "--parts", part, "--out", args.out,
+                   *(["--tiny"] if args.tiny else []),
+                   *(["--purejaxrl", args.purejaxrl] if args.purejaxrl else [])]
+            subprocess.run(cmd, check=False)
+        print(f"wrote {args.out}.json and {args.out}.md", flush=True)
+        return
     report = Report(args.out)
     print("| " + " | ".join(COLUMNS) + " |", flush=True)
-    runs = {"agents": part_agents, "envs": part_envs, "minatar": part_minatar,
-            "brax": part_brax, "precision": part_precision}
-    for part in parts:
-        if part == "purejaxrl":
-            part_purejaxrl(report, args.tiny, args.purejaxrl)
-        else:
-            runs[part](report, args.tiny)
+    part = parts[0]
+    if part == "purejaxrl":
+        part_purejaxrl(report, args.tiny, args.purejaxrl)
+    else:
+        {"agents": part_agents, "envs": part_envs, "minatar": part_minatar, "brax": part_brax,
+         "precision": part_precision}[part](report, args.tiny)
     print(f"wrote {args.out}.json and {args.out}.md", flush=True)
 
 

@@ -423,3 +423,21 @@ def test_chunks_of_a_prime_number_of_updates_equal_one_scan():
     assert [e.update for e in events] == [3, 6, 7]
     whole = Experiment(config, logdir=None, progress=False, chunk_updates=7).run()
     np.testing.assert_array_equal(result.metrics["policy_loss"], whole.metrics["policy_loss"])
+
+
+def test_an_older_config_yaml_and_a_cut_csv_row_still_resume(stopped_run, tmp_path, capsys):
+    """A config.yaml written before a key existed (defaults fill it in) is not an edit; a row a
+    kill cut short and rows past the checkpoint are dropped, the rest kept with today's columns."""
+    run = copy_of(stopped_run, tmp_path)
+    path = os.path.join(run, "config.yaml")
+    lines = open(path).read().splitlines()
+    open(path, "w").write("\n".join(line for line in lines if not line.startswith(
+        "matmul_precision")) + "\n")
+    csv_path = os.path.join(run, "metrics.csv")
+    text = open(csv_path).read()
+    open(csv_path, "w").write(text + "13,0,832,1.0,12.5,2")  # half a row, past the checkpoint
+    code, _, err = cli(capsys, "train", "--resume", run, "--no-progress")
+    assert code == 0, err
+    m = read_metrics_csv(run)
+    assert m["update"].shape == (1, 24)
+    np.testing.assert_array_equal(m["update"][0], np.arange(1, 25))
