@@ -31,6 +31,11 @@ from jaxppo.keys import keys_as_data
 from jaxppo.stats import RunStats
 
 
+def setting_label(setting: dict) -> str:
+    """A sweep setting as text: `lr=0.001,ent_coef=0.01` (run names, tables, curve legends)."""
+    return ",".join(f"{k}={v:g}" for k, v in setting.items())
+
+
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
     """What a run is, given to `on_start`: fixed for the run's life."""

@@ -36,6 +36,7 @@ from jaxppo.callbacks import (
     RunInfo,
     RunResult,
     as_callback,
+    setting_label,
     stack_metrics,
 )
 from jaxppo.checkpoint import checkpoint_path, load_checkpoint
@@ -45,6 +46,7 @@ from jaxppo.driver import ChunkResult, Driver, StopFlag
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.files import RunLock, check_no_symlinks, check_run_name
 from jaxppo.logger import CsvLogger, SummaryFile, TensorBoardLogger, write_config
+from jaxppo.machine import peak_device_bytes
 from jaxppo.plots import plot_sweep
 from jaxppo.sharding import make_placement
 from jaxppo.stats import RunStats
@@ -91,10 +93,6 @@ def run_dir_of(path: str | os.PathLike) -> str:
     """The run directory of a path given to resume or eval: the run dir itself, its
     `checkpoint/` folder or the checkpoint file (relative paths stay relative)."""
     return os.path.dirname(os.path.dirname(checkpoint_path(path))) or "."
-
-
-def setting_label(setting: dict) -> str:
-    return ",".join(f"{k}={v:g}" for k, v in setting.items())
 
 
 class Experiment:
@@ -381,7 +379,7 @@ class _Loop:
             "diverged_runs": [int(i) for i in np.flatnonzero(self.diverged_runs)],
             "device": dev.device_kind,
             "platform": dev.platform,
-            "peak_device_bytes": _peak_bytes(dev),
+            "peak_device_bytes": peak_device_bytes(dev),
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         if exp.settings is not None:
@@ -392,14 +390,6 @@ class _Loop:
                          stats.wall_before + wall, stack_metrics(self.chunks), train_state,
                          self.info.run_dir, self.stop_signal, self.diverged, self.good_update,
                          summary, self.t_start)
-
-
-def _peak_bytes(device) -> int | None:
-    """The accelerator's peak allocation so far (GPU/TPU allocators report it; the CPU not)."""
-    try:
-        return (device.memory_stats() or {}).get("peak_bytes_in_use")
-    except Exception:  # noqa: BLE001 - backends without allocator statistics
-        return None
 
 
 def _end_all(callbacks: list[Callback], result: RunResult) -> BaseException | None:

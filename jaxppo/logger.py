@@ -22,7 +22,7 @@ import threading
 import numpy as np
 import yaml
 
-from jaxppo.callbacks import Callback, ChunkEvent, RunInfo, RunResult
+from jaxppo.callbacks import Callback, ChunkEvent, RunInfo, RunResult, setting_label
 from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
 from jaxppo.files import write_atomic
@@ -271,8 +271,7 @@ class SummaryFile(Callback):
         groups = None
         if info.settings is not None:
             seeds = info.num_runs // len(info.settings)
-            groups = {",".join(f"{k}={v:g}" for k, v in s.items()): list(range(g * seeds,
-                                                                              (g + 1) * seeds))
+            groups = {setting_label(s): list(range(g * seeds, (g + 1) * seeds))
                       for g, s in enumerate(info.settings)}
         plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
                    forward_fill(m["episodic_return"]), info.config.env_id,

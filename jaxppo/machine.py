@@ -23,3 +23,13 @@ def describe() -> str:
     dev = jax.devices()[0]
     where = cpu if dev.platform == "cpu" else f"{dev.device_kind} (host: {cpu})"
     return f"{where}; JAX {jax.__version__} ({dev.platform})"
+
+
+def peak_device_bytes(device=None) -> int | None:
+    """The accelerator's peak allocation so far in this process (GPU/TPU allocators report
+    it; the CPU does not: None)."""
+    device = device if device is not None else jax.devices()[0]
+    try:
+        return (device.memory_stats() or {}).get("peak_bytes_in_use")
+    except Exception:  # noqa: BLE001 - backends without allocator statistics
+        return None

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxppo import Experiment, PPOConfig, estimate_memory, load_config
-from jaxppo.machine import describe
+from jaxppo.machine import describe, peak_device_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTS = ("agents", "envs", "minatar", "brax", "precision", "purejaxrl")
@@ -68,11 +68,7 @@ def device_info() -> dict:
 def peak_gib() -> float | None:
     """The device's peak allocation so far in this part's process (GPU/TPU; the CPU reports
     none). Each part runs in its own process and its rows grow, so it is each row's peak."""
-    try:
-        stats = jax.devices()[0].memory_stats() or {}
-    except Exception:  # noqa: BLE001 - backends without allocator statistics
-        return None
-    peak = stats.get("peak_bytes_in_use")
+    peak = peak_device_bytes()
     return None if peak is None else peak / 2**30
 
 
