@@ -39,7 +39,17 @@ class PPOConfig:
     """
 
     env_id: str = "CartPole-v1"
-    """gymnax environment id (e.g. `CartPole-v1`, `Breakout-MinAtar`) or a jaxppo probe env."""
+    """The environment: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`), a probe
+    (`probe/Action-v0`), an id given to `jaxppo.register_env`, `mypkg.module:MyEnv`, or a
+    suite's id (`brax/hopper`, `playground/CartpoleBalance`, `jumanji/Snake-v1`, ...)."""
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keyword arguments for the environment's constructor (or its suite's adapter)."""
+    obs_field: str | None = None
+    """For dict/NamedTuple observations: the field to train on (`"a,b"` joins several, `"*"`
+    all of them, flattened)."""
+    max_episode_steps: int | None = None
+    """Truncate episodes after this many steps (bootstrapped, like any time limit), on top of
+    the environment's own limit; None keeps the environment's (or its adapter's) own."""
     total_timesteps: int = 500_000
     """Environment steps in the whole run, summed over `num_envs`."""
     num_envs: int = 4
@@ -112,10 +122,32 @@ class PPOConfig:
     def __post_init__(self) -> None:
         _validate(self)
 
+    def __hash__(self) -> int:  # env_kwargs is a dict: hash its canonical text instead
+        return hash(tuple(repr(_freeze(getattr(self, f))) for f in FIELDS))
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["hidden_sizes"] = list(self.hidden_sizes)
+        d["env_kwargs"] = _thaw(self.env_kwargs)
         return d
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, order-independent twin of a config value (dicts as sorted item tuples)."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """Plain YAML-ready data: dicts and lists, recursively."""
+    if isinstance(value, dict):
+        return {str(k): _thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_thaw(v) for v in value]
+    return value
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(PPOConfig)}
@@ -159,11 +191,17 @@ def _coerce(key: str, value: Any) -> Any:
         out = float(value) if real else None
     elif base is str:
         out = str(value) if isinstance(value, str) else None
+    elif typing.get_origin(base) is dict:
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            out = _thaw(value)
     elif isinstance(value, (list, tuple)):  # tuple[int, ...]
         ints = [_as_int(v) for v in value]
         out = tuple(ints) if None not in ints else None
     if out is None:
         want = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+        if typing.get_origin(base) is dict:
+            _fail(key, f"got {value!r} ({type(value).__name__})",
+                  "use a mapping of argument names to values, e.g. {impl: jax}")
         _fail(key, f"got {value!r} ({type(value).__name__})",
               f"use {want.get(base, 'a list of integers')}")
     return out
@@ -176,6 +214,9 @@ def _validate(c: PPOConfig) -> None:
         if isinstance(v, float) and not math.isfinite(v):
             _fail(name, f"got {v!r}", "use a finite number")
 
+    if c.max_episode_steps is not None and c.max_episode_steps <= 0:
+        _fail("max_episode_steps", f"got {c.max_episode_steps}",
+              "use a positive integer, or null for the environment's own limit")
     for name in ("total_timesteps", "num_envs", "num_steps", "update_epochs", "num_minibatches"):
         if getattr(c, name) <= 0:
             _fail(name, f"got {getattr(c, name)}", "use a positive integer")
@@ -400,7 +441,7 @@ class Hparams(NamedTuple):
                               "or Hparams")
         configs = [c for c in items if isinstance(c, PPOConfig)]
         static = [name for name in FIELDS if name not in cls._fields
-                  and len({getattr(c, name) for c in configs}) > 1]
+                  and len({repr(_freeze(getattr(c, name))) for c in configs}) > 1]
         if static:
             raise ConfigError(f"Hparams.stack: the configs differ in {', '.join(static)}, which "
                               "are static (shapes, loop lengths, switches); sweep them with "

@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -74,7 +75,7 @@ def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) ->
     if os.path.exists(logdir) and not os.path.isdir(logdir):
         raise UsageError(f"--logdir {logdir!r} is a file; pass a directory")
     if name is None:
-        name = f"{config.env_id.replace('/', '_')}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
+        name = f"{re.sub(r'[/:]', '_', config.env_id)}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
         name += "s" if runs > 1 else ""
     run_dir = os.path.join(logdir, check_run_name(name))
     base, i = run_dir, 1

@@ -23,6 +23,7 @@ class Minibatch(NamedTuple):
     values_old: jax.Array  # [B]
     advantages: jax.Array  # [B]
     returns: jax.Array  # [B]
+    mask: jax.Array | None = None  # [B, A] legal actions (masked envs only)
 
 
 class LossInfo(NamedTuple):
@@ -84,7 +85,7 @@ def ppo_loss(params, network, batch: Minibatch, hp, *, clip_vloss: bool, norm_ad
     Sharded over devices (`axis_name`), this is the loss of this device's share of the
     minibatch; advantages are normalized over the whole minibatch, and the caller averages
     the gradients, which equals the gradient of the whole minibatch's loss."""
-    dist, values = network.apply(params, batch.obs)
+    dist, values = network.apply(params, batch.obs, batch.mask)
     logp = dist.log_prob(batch.actions)
     advantages = (normalize_advantages(batch.advantages, axis_name) if norm_adv
                   else batch.advantages)

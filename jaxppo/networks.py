@@ -1,4 +1,5 @@
-"""Actor and critic networks and the two action distributions PPO needs.
+"""Actor and critic networks and the action distributions PPO needs: categorical (optionally
+masked), factorised categorical for MultiDiscrete actions, diagonal Gaussian.
 
 Separate actor and critic MLPs (no shared torso), orthogonal init with gains sqrt(2) for hidden
 layers, 0.01 for the policy head and 1.0 for the value head, zero biases: the CleanRL /
@@ -15,6 +16,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from jaxppo.config import PPOConfig
 
@@ -23,8 +25,18 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu, "elu": nn.elu}
 
 
+MASKED_LOGIT = -1e9
+"""Logit of an illegal action: exp(-1e9 - max) is exactly 0 in float32, and unlike -inf it keeps
+the entropy's `p * log p` at 0 instead of NaN."""
+
+
+def mask_logits(logits: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Illegal actions (mask False) get zero probability; gradients do not reach their logits."""
+    return logits if mask is None else jnp.where(mask, logits, MASKED_LOGIT)
+
+
 class Categorical(NamedTuple):
-    """Discrete policy. logits: [..., A]."""
+    """Discrete policy. logits: [..., A] (already masked where the env masks actions)."""
 
     logits: jax.Array
 
@@ -45,6 +57,39 @@ class Categorical(NamedTuple):
     def entropy(self) -> jax.Array:
         logp_all = jax.nn.log_softmax(self.logits)
         return -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
+
+
+@struct.dataclass
+class MultiCategorical:
+    """MultiDiscrete policy: K independent categoricals, the k-th over `nvec[k]` actions, whose
+    logits sit side by side in `logits [..., sum(nvec)]`. The joint log-prob and entropy are
+    the sums over sub-actions (the factors are independent); actions are [..., K] ints."""
+
+    logits: jax.Array
+    nvec: tuple[int, ...] = struct.field(pytree_node=False)
+
+    def _split(self, x: jax.Array) -> list[jax.Array]:
+        return jnp.split(x, np.cumsum(self.nvec)[:-1].tolist(), axis=-1)
+
+    def _parts(self) -> list[Categorical]:
+        return [Categorical(part) for part in self._split(self.logits)]
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.sample_from_noise(jax.random.gumbel(key, self.logits.shape))
+
+    def sample_from_noise(self, gumbel: jax.Array) -> jax.Array:
+        noise = self._split(gumbel)
+        return jnp.stack([c.sample_from_noise(g) for c, g in zip(self._parts(), noise,
+                                                                  strict=True)], axis=-1)
+
+    def mode(self) -> jax.Array:
+        return jnp.stack([c.mode() for c in self._parts()], axis=-1)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        return sum(c.log_prob(action[..., k]) for k, c in enumerate(self._parts()))
+
+    def entropy(self) -> jax.Array:
+        return sum(c.entropy() for c in self._parts())
 
 
 class DiagGaussian(NamedTuple):
@@ -69,6 +114,9 @@ class DiagGaussian(NamedTuple):
     def entropy(self) -> jax.Array:
         ent = jnp.sum(self.log_std + 0.5 * (1.0 + _LOG_2PI))
         return jnp.broadcast_to(ent, self.mean.shape[:-1])
+
+
+Policy = Categorical | MultiCategorical | DiagGaussian
 
 
 class MLP(nn.Module):
@@ -98,9 +146,10 @@ class MLP(nn.Module):
 class ActorCritic(nn.Module):
     """Maps observations [B, *obs_shape] to (policy distribution, value [B])."""
 
-    action_dim: int
+    action_dim: int  # width of the policy head: A, sum(nvec) or D
     discrete: bool
     obs_ndim: int = 1
+    nvec: tuple[int, ...] = ()  # MultiDiscrete sub-action sizes; () otherwise
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     dtype: jnp.dtype = jnp.float32
@@ -117,13 +166,17 @@ class ActorCritic(nn.Module):
         lead = obs.shape[: obs.ndim - self.obs_ndim]
         return obs.reshape((*lead, -1))
 
-    def __call__(self, obs: jax.Array) -> tuple[Categorical | DiagGaussian, jax.Array]:
-        return self.policy(obs), self.value(obs)
+    def __call__(self, obs: jax.Array, mask: jax.Array | None = None) -> tuple[Policy, jax.Array]:
+        return self.policy(obs, mask), self.value(obs)
 
-    def policy(self, obs: jax.Array) -> Categorical | DiagGaussian:
+    def policy(self, obs: jax.Array, mask: jax.Array | None = None) -> Policy:
+        """The action distribution at `obs`; `mask [..., action_dim]` (bool) removes illegal
+        actions of a discrete or multi-discrete policy."""
         out = self.actor(self._flat(obs))
+        if len(self.nvec) > 1:
+            return MultiCategorical(mask_logits(out, mask), tuple(self.nvec))
         if self.discrete:
-            return Categorical(out)
+            return Categorical(mask_logits(out, mask))
         return DiagGaussian(out, self.log_std)
 
     def value(self, obs: jax.Array) -> jax.Array:
@@ -142,6 +195,7 @@ def make_network(config: PPOConfig, env) -> ActorCritic:
         action_dim=env.action_dim,
         discrete=env.discrete,
         obs_ndim=len(env.obs_shape),
+        nvec=tuple(env.nvec) if env.multi_discrete else (),
         hidden_sizes=tuple(config.hidden_sizes),
         activation=config.activation,
         dtype=jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32,

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image, ImageDraw
 
-import jaxppo.brax_env as brax_env
+import jaxppo.envs.brax_env as brax_env
 from jaxppo.config import PPOConfig
 from jaxppo.episodes import play_episode
 from jaxppo.files import check_writable

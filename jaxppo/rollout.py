@@ -36,6 +36,7 @@ class Transition(NamedTuple):
     reward: jax.Array  # [T, N] (scaled if normalize_reward)
     terminated: jax.Array  # [T, N]
     done: jax.Array  # [T, N]
+    mask: jax.Array | None = None  # [T, N, A] legal actions at obs (masked envs only)
 
 
 class EnvCarry(NamedTuple):
@@ -52,6 +53,7 @@ class EpisodeStats(NamedTuple):
     return_sum: jax.Array
     length_sum: jax.Array
     count: jax.Array
+    metric_sums: dict[str, jax.Array] = {}  # the env's episode metrics, summed the same way
 
 
 class RolloutSettings(NamedTuple):
@@ -80,7 +82,8 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
     n = env.num_envs
     obs = _observe(carry.norm, carry.env.obs, settings.normalize_obs)
     prev_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
-    dist = network.apply(params, obs, method="policy")
+    mask = env.action_mask(carry.env.env_state)
+    dist = network.apply(params, obs, mask, method="policy")
     both = network.apply(params, jnp.concatenate([obs, prev_final]), method="value")
     value, prev_next_value = both[:n], both[n:]
     action = dist.sample_from_noise(action_noise)
@@ -104,8 +107,10 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
         carry.stats.return_sum + jnp.sum(done * step.episode_return),
         carry.stats.length_sum + jnp.sum(done * step.episode_length),
         carry.stats.count + jnp.sum(done),
+        {k: carry.stats.metric_sums[k] + jnp.sum(done * step.metrics[k])
+         for k in carry.stats.metric_sums},
     )
-    trans = Transition(obs, action, logp, value, reward, step.terminated, step.done)
+    trans = Transition(obs, action, logp, value, reward, step.terminated, step.done, mask)
     new_carry = _StepCarry(EnvCarry(env_state, step.obs, disc), step.final_obs, norm, stats)
     return new_carry, (trans, prev_next_value)
 
@@ -118,7 +123,8 @@ def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, 
     action_noise = draw_action_noise(noise_key, env.discrete, (T, n, env.action_dim))
     env_rand = env.draw_randomness(env_key, T)
     zero = jnp.float32(0.0)
-    init = _StepCarry(env_carry, env_carry.obs, norm, EpisodeStats(zero, zero, zero))
+    init = _StepCarry(env_carry, env_carry.obs, norm, EpisodeStats(
+        zero, zero, zero, {k: zero for k in env.metric_names}))
     step_fn = functools.partial(_rollout_step, env=env, network=network, params=params,
                                 gamma=gamma, settings=settings)
     carry, (traj, shifted) = jax.lax.scan(step_fn, init, (action_noise, env_rand))

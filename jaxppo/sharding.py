@@ -75,9 +75,9 @@ class LocalPlacement:
     can_donate = True
     description = ""
 
-    def __init__(self, config: PPOConfig):
+    def __init__(self, config: PPOConfig, env: Any = None, env_params: Any = None):
         self.config = config
-        self.trainer = make_train(config)
+        self.trainer = make_train(config, env=env, env_params=env_params)
 
     def check(self, num_runs: int, metrics_updates: int) -> None:
         """Refuse, before compiling, what cannot fit the device (one line, the knob to turn)."""
@@ -197,8 +197,10 @@ class SeedsPlacement(_MeshPlacement):
 
     shard = "seeds"
 
-    def __init__(self, config: PPOConfig, mesh: Mesh):
-        super().__init__(config, mesh, config, make_train(config), NamedSharding(mesh, P(AXIS)))
+    def __init__(self, config: PPOConfig, mesh: Mesh, env: Any = None, env_params: Any = None):
+        super().__init__(config, mesh, config,
+                         make_train(config, env=env, env_params=env_params),
+                         NamedSharding(mesh, P(AXIS)))
 
     def check_runs(self, num_runs: int) -> None:
         if num_runs % self.mesh.size:
@@ -224,11 +226,12 @@ class EnvsPlacement(_MeshPlacement):
 
     shard = "envs"
 
-    def __init__(self, config: PPOConfig, mesh: Mesh):
+    def __init__(self, config: PPOConfig, mesh: Mesh, env: Any = None, env_params: Any = None):
         local = local_config(config, mesh.size)
-        super().__init__(config, mesh, local, make_train(local, axis_name=AXIS),
+        env_kw = dict(env=env, env_params=env_params)
+        super().__init__(config, mesh, local, make_train(local, axis_name=AXIS, **env_kw),
                          NamedSharding(mesh, P()))
-        self._plain = make_train(local)  # the same program without the mesh axis: the tree
+        self._plain = make_train(local, **env_kw)  # the same program without the mesh axis: the tree
 
     def check(self, num_runs: int, metrics_updates: int) -> None:
         check_memory(self.local, num_runs, env=self.trainer.env, metrics_updates=metrics_updates)
@@ -253,31 +256,35 @@ class EnvsPlacement(_MeshPlacement):
                                      out_specs=(spec, P()), check_vma=False))
 
 
-def MeshPlacement(config: PPOConfig, mesh: Mesh, shard: str = "seeds") -> _MeshPlacement:  # noqa: N802
+def MeshPlacement(config: PPOConfig, mesh: Mesh, shard: str = "seeds", *,  # noqa: N802
+                  env: Any = None, env_params: Any = None) -> _MeshPlacement:
     """The placement for `shard` ("seeds" or "envs") over `mesh`."""
     if shard not in SHARD_MODES:
         raise ConfigError(f"--shard {shard!r}: use one of {', '.join(SHARD_MODES)}")
-    return (SeedsPlacement if shard == "seeds" else EnvsPlacement)(config, mesh)
+    return (SeedsPlacement if shard == "seeds" else EnvsPlacement)(config, mesh, env, env_params)
 
 
 ShardedTrain = MeshPlacement  # the name `make_sharded_train` has returned since 0.1
 
 
-def make_sharded_train(config: PPOConfig, mesh: Mesh | None = None,
-                       shard: str = "seeds") -> _MeshPlacement:
+def make_sharded_train(config: PPOConfig, mesh: Mesh | None = None, shard: str = "seeds", *,
+                       env: Any = None, env_params: Any = None) -> _MeshPlacement:
     """`make_train` over a device mesh (default: every device). Call the result with a batch
     of keys (one per run): `make_sharded_train(config, make_mesh(4))(jax.random.split(key, 8))`.
     With `shard="seeds"` the runs split over devices; with `shard="envs"` each run's envs do."""
-    return MeshPlacement(config, mesh if mesh is not None else make_mesh("all"), shard)
+    return MeshPlacement(config, mesh if mesh is not None else make_mesh("all"), shard,
+                         env=env, env_params=env_params)
 
 
-def make_placement(config: PPOConfig, mesh: Mesh | None = None, shard: str = "seeds"):
-    """`LocalPlacement` without a mesh, `MeshPlacement` with one."""
+def make_placement(config: PPOConfig, mesh: Mesh | None = None, shard: str = "seeds", *,
+                   env: Any = None, env_params: Any = None):
+    """`LocalPlacement` without a mesh, `MeshPlacement` with one; `env`/`env_params` are an
+    environment instance to train on instead of the one `config.env_id` names."""
     if mesh is None:
         if shard != "seeds":
             raise ConfigError("--shard envs needs a mesh: pass --devices N|all")
-        return LocalPlacement(config)
-    return MeshPlacement(config, mesh, shard)
+        return LocalPlacement(config, env, env_params)
+    return MeshPlacement(config, mesh, shard, env=env, env_params=env_params)
 
 
 __all__ = ["EnvsPlacement", "LocalPlacement", "MeshPlacement", "RunInputs", "SeedsPlacement",

@@ -35,6 +35,10 @@ METRIC_NAMES = (
 )
 
 
+ENV_METRIC_PREFIX = "env/"
+"""Metrics an environment reports at episode end (`episode_metrics`) are logged under this."""
+
+
 class TrainState(NamedTuple):
     """What the learner owns; checkpoints and evaluation need exactly this."""
 
@@ -156,7 +160,8 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
 
     flat = lambda x: x.reshape((config.batch_size, *x.shape[2:]))  # noqa: E731
     batch = Minibatch(flat(traj.obs), flat(traj.action), flat(traj.logp), flat(traj.value),
-                      flat(advantages), flat(returns))
+                      flat(advantages), flat(returns),
+                      None if traj.mask is None else flat(traj.mask))
     chex.assert_shape(batch.logp_old, (config.batch_size,))
 
     lr = learning_rate(hp, config, ts.step)
@@ -188,6 +193,10 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
         "grad_norm": mean_applied(grad_norms),
         "minibatch_fraction": applied.mean(),
         "env_steps": (ts.step + 1) * config.batch_size * axis_size(axis_name),
+        # The env's own episode metrics (Craftax achievements, ...), mean over the episodes
+        # that ended in this update; NaN when none did (the logs leave the cell empty).
+        **{ENV_METRIC_PREFIX + k: jnp.where(ended, v / jnp.maximum(stats.count, 1.0), jnp.nan)
+           for k, v in stats.metric_sums.items()},
     }
     # Divergence: NaN/Inf in the losses, gradients or the new params (the sums propagate any
     # NaN/Inf of their terms). The host checks this at chunk boundaries and stops the run
@@ -242,8 +251,13 @@ class Trainer:
         return TrainOutput(runner.train_state, metrics, runner)
 
 
-def make_train(config: PPOConfig, *, axis_name: str | None = None) -> Trainer:
+def make_train(config: PPOConfig, *, env: Any = None, env_params: Any = None,
+               axis_name: str | None = None) -> Trainer:
     """Build `train(key, hparams=None) -> TrainOutput` for `config` (validated already).
+
+    `env` is an environment instance to train on instead of the one `config.env_id` names (any
+    gymnax `Environment`, or anything with the protocol of `jaxppo.envs.protocol`), with
+    `env_params` (default: `env.default_params`); `config.env_id` then only labels the run.
 
     `train` is pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
     It checks no device memory (a run started by `jaxppo.Experiment` or the CLI does that;
@@ -254,5 +268,5 @@ def make_train(config: PPOConfig, *, axis_name: str | None = None) -> Trainer:
     """
     if not isinstance(config, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(config).__name__}")
-    env = VecEnv(config.env_id, config.num_envs)
-    return Trainer(config, env, make_network(config, env), axis_name)
+    venv = VecEnv.from_config(config, config.num_envs, env, env_params)
+    return Trainer(config, venv, make_network(config, venv), axis_name)

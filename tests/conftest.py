@@ -3,7 +3,7 @@ import pytest
 
 from jaxppo import PPOConfig
 from jaxppo.envs import register_env
-from jaxppo.probes import ProbeState, _Probe
+from jaxppo.envs.probes import ProbeState, _Probe
 
 
 class Explode(_Probe):

@@ -25,9 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxppo.envs.spaces import Box
 from jaxppo.errors import ConfigError
 
 PREFIX = "brax/"
+SUITE = "Brax"
 EPISODE_LENGTH = 1000
 INSTALL_HINT = "pip install 'jaxppo[brax]'"
 
@@ -56,6 +58,16 @@ def import_brax_envs(env_id: str = PREFIX):
 def brax_env_ids() -> list[str]:
     envs = import_brax_envs()
     return sorted(PREFIX + name for name in envs._envs)  # noqa: SLF001 - Brax's registry
+
+
+env_ids = brax_env_ids
+
+
+def make(name: str, kwargs: dict[str, Any]) -> tuple[BraxEnv, BraxParams]:
+    """The adapter's entry point (`registry.make_env`); `kwargs` go to Brax's
+    `get_environment` (e.g. `backend`)."""
+    env = make_brax_env(PREFIX + name, tuple(sorted(kwargs.items())))
+    return env, env.default_params
 
 
 def suggest_brax_id(env_id: str) -> str | None:
@@ -135,20 +147,15 @@ class BraxEnv:
     def is_truncated(self, state: BraxState, params: BraxParams) -> jax.Array:
         return state.time >= params.max_steps_in_episode
 
-    def observation_space(self, params: BraxParams):
-        from gymnax.environments import spaces
+    def observation_space(self, params: BraxParams) -> Box:
+        return Box(-np.inf, np.inf, (self.obs_size,))
 
-        return spaces.Box(-jnp.inf, jnp.inf, (self.obs_size,), jnp.float32)
-
-    def action_space(self, params: BraxParams):
-        from gymnax.environments import spaces
-
-        return spaces.Box(jnp.asarray(self.action_low), jnp.asarray(self.action_high),
-                          (self.action_size,), jnp.float32)
+    def action_space(self, params: BraxParams) -> Box:
+        return Box(self.action_low, self.action_high, (self.action_size,))
 
 
 @functools.cache
-def make_brax_env(env_id: str) -> BraxEnv:
+def make_brax_env(env_id: str, kwargs: tuple[tuple[str, Any], ...] = ()) -> BraxEnv:
     """Build (once per process: parsing the MJCF model takes seconds) the Brax env `env_id`,
     a known id (`envs.check_env_id`)."""
     envs = import_brax_envs(env_id)
@@ -156,7 +163,11 @@ def make_brax_env(env_id: str) -> BraxEnv:
         # "Brax System, pipelines and environments are not actively being maintained": known,
         # and said once in the README rather than on every run.
         warnings.simplefilter("ignore", UserWarning)
-        return BraxEnv(env_id, envs.get_environment(env_id[len(PREFIX):]))
+        try:
+            return BraxEnv(env_id, envs.get_environment(env_id[len(PREFIX):], **dict(kwargs)))
+        except TypeError as e:
+            raise _config_error(f"Brax's {env_id!r} does not take env_kwargs "
+                                f"{[k for k, _ in kwargs]} ({e})") from None
 
 
 def pipeline_states(states: list[BraxState]) -> list[Any]:

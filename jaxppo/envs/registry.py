@@ -1,0 +1,167 @@
+"""Environment ids: what `env_id` may name, and the one place that turns an id into an env.
+
+    CartPole-v1                    a gymnax id
+    probe/Action-v0                a jaxppo probe env
+    MyTask-v0                      an id given to `jaxppo.register_env`
+    mypkg.module:MyEnv             a class (or factory) importable from Python
+    brax/hopper, playground/CartpoleBalance, craftax/Craftax-Classic-Symbolic-v1,
+    jumanji/Snake-v1, navix/Navix-Empty-5x5-v0, xminigrid/MiniGrid-Empty-6x6
+                                   a suite's id, through that suite's adapter (an optional extra)
+
+Suites are looked up through their adapter module (`SOURCES`); each imports its package only
+when one of its ids is asked for, and says which `pip install` it needs when it is missing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from jaxppo.envs import (
+    brax_env,
+    craftax_env,
+    jumanji_env,
+    navix_env,
+    playground_env,
+    xminigrid_env,
+)
+from jaxppo.errors import ConfigError
+
+SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (
+    brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env)}
+"""Suite prefix (`brax/`) -> its adapter module (PREFIX, INSTALL_HINT, env_ids(), make())."""
+
+_USER_ENVS: dict[str, Callable[..., Any]] = {}
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def register_env(env_id: str, factory: Callable[..., Any]) -> None:
+    """Make `env_id` name an environment in configs, YAML and the CLI.
+
+    `factory(**env_kwargs)` returns an environment (the protocol of `jaxppo.envs.protocol`;
+    any gymnax `Environment` works) or an `(env, env_params)` pair. Register before the config
+    is built (e.g. at import of the module that defines the env)."""
+    if not isinstance(env_id, str) or not env_id or not callable(factory):
+        raise TypeError("register_env(env_id: str, factory: callable)")
+    _USER_ENVS[env_id] = factory
+
+
+def _local() -> dict[str, Callable[..., Any]]:
+    """Registered ids and the probe envs. gymnax and the probes are imported here, not at module
+    level: importing a gymnax env module creates arrays, which starts JAX's backend, and that
+    must wait for `jax.distributed.initialize` in a multi-process run."""
+    from jaxppo.envs.probes import PROBES
+
+    return {**PROBES, **_USER_ENVS}
+
+
+def available_env_ids() -> list[str]:
+    """gymnax, probe and registered ids (suite ids are listed by their adapters)."""
+    import gymnax
+
+    return sorted(set(gymnax.registered_envs) | set(_local()))
+
+
+def source_of(env_id: str) -> ModuleType | None:
+    return next((m for p, m in SOURCES.items() if env_id.startswith(p)), None)
+
+
+def is_import_path(env_id: str) -> bool:
+    return bool(_IMPORT_PATH.match(env_id))
+
+
+def _import_target(env_id: str) -> Any:
+    """The object `pkg.module:Name` names, or a one-line ConfigError."""
+    module_name, _, attr = env_id.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"config key 'env_id': cannot import {module_name!r} for {env_id!r} "
+                          f"({e}); install it or add its folder to PYTHONPATH") from None
+    except Exception as e:  # noqa: BLE001 - the user's module failed at import: one line
+        raise ConfigError(f"config key 'env_id': importing {module_name!r} failed "
+                          f"({type(e).__name__}: {e})") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"config key 'env_id': module {module_name!r} has no {attr!r}; "
+                              "give module.path:ClassName")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"config key 'env_id': {env_id!r} is not a class or factory")
+    return obj
+
+
+def _unknown(env_id: str, ids: list[str], what: str, extra_hint: str | None = None) -> ConfigError:
+    close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else (
+        f"known ids: {', '.join(ids)}" if len(ids) <= 40 else
+        f"{len(ids)} are known, e.g. {', '.join(ids[:8])}")
+    return ConfigError(f"config key 'env_id': unknown {what} {env_id!r}; {extra_hint or hint}")
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise `ConfigError` naming close matches (or the missing extra) when `env_id` names no
+    environment. Nothing is built: a suite's ids come from its registry."""
+    if is_import_path(env_id):
+        _import_target(env_id)
+        return
+    source = source_of(env_id)
+    if source is not None:
+        ids = source.env_ids()
+        if env_id not in ids:
+            raise _unknown(env_id, ids, f"{source.SUITE} environment")
+        return
+    ids = available_env_ids()
+    if env_id in ids:
+        return
+    hint = None
+    brax_id = brax_env.suggest_brax_id(env_id)
+    if brax_id:
+        hint = f"did you mean the Brax environment {brax_id!r}?"
+    for module in SOURCES.values():
+        suggest = getattr(module, "suggest_id", None)
+        hit = suggest(env_id) if suggest else None
+        if hit and not hint:
+            hint = f"did you mean the {module.SUITE} environment {hit!r}?"
+    raise _unknown(env_id, ids, "environment", hint)
+
+
+def _as_pair(made: Any, label: str) -> tuple[Any, Any]:
+    if isinstance(made, tuple) and len(made) == 2:
+        return made
+    if made is None:
+        raise ConfigError(f"{label}: the factory returned None; return the environment")
+    return made, getattr(made, "default_params", None)
+
+
+def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """`(env, env_params)` for a known `env_id`; `env_kwargs` go to the env's constructor
+    (or, for a suite, to its adapter: see each adapter's docstring)."""
+    check_env_id(env_id)
+    kwargs = dict(env_kwargs or {})
+    label = f"environment {env_id!r}"
+    source = source_of(env_id)
+    if source is not None:
+        return source.make(env_id[len(source.PREFIX):], kwargs)
+    local = _local()
+    if env_id in local or is_import_path(env_id):
+        factory = local[env_id] if env_id in local else _import_target(env_id)
+        try:
+            made = factory(**kwargs)
+        except TypeError as e:
+            if kwargs:
+                raise ConfigError(f"config key 'env_kwargs': {env_id!r} does not take "
+                                  f"{sorted(kwargs)} ({e})") from None
+            raise
+        return _as_pair(made, label)
+    import gymnax
+
+    try:
+        return gymnax.make(env_id, **kwargs)
+    except TypeError as e:
+        raise ConfigError(f"config key 'env_kwargs': gymnax's {env_id!r} does not take "
+                          f"{sorted(kwargs)} ({e})") from None

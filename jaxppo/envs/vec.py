@@ -1,0 +1,208 @@
+"""`VecEnv`: N copies of one environment (the protocol of `protocol.py`), vmapped and stepped in
+lockstep on the device, with autoreset, action clipping and per-env episode statistics, so the
+train loop can report episodic return and length without storing anything per step.
+
+Episodes end on termination (s'_t is terminal: its value is 0) or truncation (a time limit:
+the env's `is_truncated`, or `max_episode_steps` counted here; s'_t keeps its value, and the
+rollout bootstraps from the true final observation that `EnvStep.final_obs` carries).
+
+Axis legend: N = num_envs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxppo.envs.protocol import EnvInfo, inspect_env
+from jaxppo.envs.registry import make_env
+from jaxppo.envs.spaces import ActionSpec
+
+
+class EnvState(NamedTuple):
+    """Batched env state plus the running statistics of each env's current episode."""
+
+    inner: Any  # the env's own state, leaves [N, ...]
+    episode_return: jax.Array  # [N] undiscounted return so far
+    episode_length: jax.Array  # [N] steps so far
+    mask: jax.Array | None = None  # [N, A] bool legal actions at the current obs (masked envs)
+
+
+class EnvStep(NamedTuple):
+    """What one vectorised step hands to the rollout. All arrays lead with N."""
+
+    obs: jax.Array  # [N, *obs_shape] observation to act on next (reset obs where done)
+    final_obs: jax.Array  # [N, *obs_shape] true next state s'_t (pre-reset where done)
+    reward: jax.Array  # [N]
+    terminated: jax.Array  # [N] bool: s'_t is terminal, its value is 0
+    done: jax.Array  # [N] bool: the episode ended (terminated or truncated by a time limit)
+    episode_return: jax.Array  # [N] return of the episode that ended here (valid where done)
+    episode_length: jax.Array  # [N]
+    metrics: dict[str, jax.Array] = {}  # name -> [N] the env's episode metrics at s'_t
+
+
+class StepRandomness(NamedTuple):
+    """All the randomness of T vectorised steps, drawn up front in a few batched calls.
+
+    On the CPU, XLA lowers each threefry call to a small loop of many tiny kernels; drawing
+    it per step costs more than the CartPole physics. Drawing it per rollout is the same
+    randomness `gymnax.Environment.step` would draw (per env: split the key into a step key
+    and a reset key, reset with the latter), so results match gymnax step for step.
+
+    Envs whose reset is a physics computation (Brax: `expensive_reset`) get only the reset keys;
+    `step_with` then resets all N envs inside a `lax.cond` on the steps where one ended,
+    instead of T x N reset states per rollout.
+    """
+
+    step_key: jax.Array  # [T, N] keys for `step_env`
+    reset_key: jax.Array  # [T, N] keys for `reset_env`
+    reset_obs: jax.Array | None  # [T, N, *obs_shape] the observation an autoreset would give
+    reset_state: Any  # env state, leaves [T, N, ...]; None for lazy resets
+    reset_mask: jax.Array | None = None  # [T, N, A] the reset state's action mask
+
+
+class VecEnv:
+    """`num_envs` vmapped copies of one environment, stepped in lockstep on the device.
+
+    `VecEnv(env_id, num_envs)` builds the env from its id; `env=` (and `env_params=`) take an
+    environment instance instead, `env_id` then only names it. `obs_field` picks the field of a
+    dict/NamedTuple observation, `max_episode_steps` adds a time limit."""
+
+    def __init__(self, env_id: str, num_envs: int, *, env: Any = None, env_params: Any = None,
+                 env_kwargs: dict[str, Any] | None = None, obs_field: str | None = None,
+                 max_episode_steps: int | None = None):
+        self.env_id = env_id
+        self.num_envs = num_envs
+        if env is None:
+            env, params = make_env(env_id, env_kwargs)
+            env_params = params if env_params is None else env_params
+        elif env_params is None:
+            env_params = getattr(env, "default_params", None)
+        self.env, self.params = env, env_params
+        self.obs_field = obs_field or getattr(env, "default_obs_field", None)
+        label = f"environment {env_id!r}"
+        self.info: EnvInfo = inspect_env(env, env_params, label, self.obs_field)
+        self.lazy_reset = bool(getattr(env, "expensive_reset", False))
+        limit = max_episode_steps or getattr(env, "max_episode_steps", None)
+        self.max_episode_steps: int | None = int(limit) if limit else None
+        self.obs_shape: tuple[int, ...] = self.info.obs_shape
+        spec: ActionSpec = self.info.action
+        self.action_spec = spec
+        self.discrete = spec.kind != "continuous"
+        self.multi_discrete = spec.kind == "multidiscrete"
+        self.nvec = spec.nvec
+        self.action_shape: tuple[int, ...] = spec.shape
+        self.action_dim = spec.logits_dim  # width of the policy head
+        self.masked = self.info.mask_from is not None
+        self.metric_names = self.info.metric_names
+        if self.discrete:
+            self.action_low = self.action_high = None
+        else:
+            self.action_low = jnp.asarray(spec.low)
+            self.action_high = jnp.asarray(spec.high)
+
+    @classmethod
+    def from_config(cls, config: Any, num_envs: int, env: Any = None,
+                    env_params: Any = None) -> VecEnv:
+        """The VecEnv a `PPOConfig` describes (its env keys), with `num_envs` copies."""
+        return cls(config.env_id, num_envs, env=env, env_params=env_params,
+                   env_kwargs=config.env_kwargs, obs_field=config.obs_field,
+                   max_episode_steps=config.max_episode_steps)
+
+    def resized(self, num_envs: int) -> VecEnv:
+        """The same environment with `num_envs` copies (evaluation, the memory estimate)."""
+        return VecEnv(self.env_id, num_envs, env=self.env, env_params=self.params,
+                      obs_field=self.obs_field, max_episode_steps=self.max_episode_steps)
+
+    # ---- one env's raw API, read through the protocol --------------------------------------
+    def _read(self, raw_obs, state) -> tuple[jax.Array, jax.Array | None]:
+        obs, mask = self.info.read_obs(raw_obs)
+        obs = jnp.reshape(obs, self.obs_shape).astype(jnp.float32)
+        if self.info.mask_from == "method":
+            mask = self.env.action_mask(state, self.params)
+        if mask is not None:
+            mask = jnp.reshape(mask, (self.action_dim,)).astype(bool)
+        return obs, mask
+
+    def _reset_one(self, key):
+        raw, state = self.env.reset_env(key, self.params)
+        obs, mask = self._read(raw, state)
+        return obs, state, mask
+
+    def _step_one(self, key, state, action):
+        raw, state, reward, terminated, _ = self.env.step_env(key, state, action, self.params)
+        obs, mask = self._read(raw, state)
+        truncated = (self.env.is_truncated(state, self.params) if self.info.truncates
+                     else jnp.bool_(False))
+        metrics = ({k: jnp.asarray(v, jnp.float32) for k, v in
+                    self.env.episode_metrics(state, self.params).items()}
+                   if self.metric_names else {})
+        return (obs, state, jnp.reshape(reward, ()).astype(jnp.float32),
+                jnp.reshape(terminated, ()).astype(bool), jnp.reshape(truncated, ()).astype(bool),
+                mask, metrics)
+
+    # ---- batched ---------------------------------------------------------------------------
+    def reset(self, key: jax.Array) -> tuple[jax.Array, EnvState]:
+        keys = jax.random.split(key, self.num_envs)
+        obs, inner, mask = jax.vmap(self._reset_one)(keys)
+        zeros = jnp.zeros((self.num_envs,), jnp.float32)
+        chex.assert_shape(obs, (self.num_envs, *self.obs_shape))
+        return obs, EnvState(inner, zeros, jnp.zeros((self.num_envs,), jnp.int32), mask)
+
+    def draw_randomness(self, key: jax.Array, num_steps: int) -> StepRandomness:
+        """Randomness for `num_steps` calls of `step_with`: env keys as `split(key, (T, N))`."""
+        env_keys = jax.random.split(key, (num_steps, self.num_envs))
+        split = jax.vmap(jax.vmap(jax.random.split))(env_keys)  # [T, N, 2]
+        step_key, reset_key = split[:, :, 0], split[:, :, 1]
+        if self.lazy_reset:
+            return StepRandomness(step_key, reset_key, None, None)
+        obs, state, mask = jax.vmap(jax.vmap(self._reset_one))(reset_key)
+        return StepRandomness(step_key, reset_key, obs, state, mask)
+
+    def step(self, key: jax.Array, state: EnvState, action: jax.Array) -> tuple[EnvState, EnvStep]:
+        """Step every env once with fresh randomness (convenience; rollouts use `step_with`)."""
+        rand = jax.tree.map(lambda x: x[0], self.draw_randomness(key, 1))
+        return self.step_with(rand, state, action)
+
+    def step_with(self, rand: StepRandomness, state: EnvState,
+                  action: jax.Array) -> tuple[EnvState, EnvStep]:
+        """Step every env once; episodes that end are reset in the same call (gymnax's rule:
+        the reset state replaces the stepped one where terminated or truncated)."""
+        if not self.discrete:
+            # Step with the clipped action; the learner keeps the sampled one for its log-prob.
+            action = jnp.clip(action, self.action_low, self.action_high)
+        final_obs, inner_st, reward, terminated, truncated, mask_st, metrics = jax.vmap(
+            self._step_one)(rand.step_key, state.inner, action)
+        ep_return = state.episode_return + reward
+        ep_length = state.episode_length + 1
+        if self.max_episode_steps is not None:
+            truncated = truncated | (ep_length >= self.max_episode_steps)
+        done = terminated | truncated
+
+        reset_obs, reset_state, reset_mask = rand.reset_obs, rand.reset_state, rand.reset_mask
+        if self.lazy_reset:
+            reset_all = jax.vmap(self._reset_one)
+            reset_obs, reset_state, reset_mask = jax.lax.cond(
+                jnp.any(done), lambda: reset_all(rand.reset_key),
+                lambda: (final_obs, inner_st, mask_st))
+
+        def pick(reset_leaf, step_leaf):
+            where = done.reshape(done.shape + (1,) * (step_leaf.ndim - 1))
+            return jnp.where(where, reset_leaf, step_leaf)
+
+        inner = jax.tree.map(pick, reset_state, inner_st)
+        obs = pick(reset_obs, final_obs)
+        mask = None if mask_st is None else pick(reset_mask, mask_st)
+        new_state = EnvState(inner, jnp.where(done, 0.0, ep_return),
+                             jnp.where(done, 0, ep_length), mask)
+        step = EnvStep(obs, final_obs, reward, terminated, done, ep_return, ep_length, metrics)
+        chex.assert_shape([step.obs, step.final_obs], (self.num_envs, *self.obs_shape))
+        chex.assert_shape([step.reward, step.terminated, step.done], (self.num_envs,))
+        return new_state, step
+
+    def action_mask(self, state: EnvState) -> jax.Array | None:
+        """[N, A] legal actions at the current observations, or None for unmasked envs."""
+        return state.mask
