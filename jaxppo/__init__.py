@@ -22,6 +22,7 @@ from jaxppo.callbacks import (  # noqa: E402
 from jaxppo.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.distributed import init_distributed, make_mesh  # noqa: E402
+from jaxppo.envs import VecEnv, register_env  # noqa: E402
 from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
 from jaxppo.experiment import Experiment, SweepResult, sweep  # noqa: E402
 from jaxppo.gae import compute_gae  # noqa: E402
@@ -57,6 +58,7 @@ __all__ = [
     "TrainState",
     "Trainer",
     "UsageError",
+    "VecEnv",
     "WandbLogger",
     "compute_gae",
     "estimate_memory",
@@ -68,6 +70,7 @@ __all__ = [
     "make_mesh",
     "make_sharded_train",
     "make_train",
+    "register_env",
     "sweep",
 ]
 __version__ = "0.1.0"

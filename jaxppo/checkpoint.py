@@ -168,15 +168,17 @@ class Checkpoint:
     extra: dict
 
 
-def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    """Load a checkpoint from a run dir, its `checkpoint/` dir, or the file."""
+def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
+                    env_params: Any = None) -> Checkpoint:
+    """Load a checkpoint from a run dir, its `checkpoint/` dir, or the file. A run trained on an
+    environment instance (`make_train(config, env=...)`) needs that `env` again here."""
     header, state = read_checkpoint(path)
     try:
         config = config_from_dict(header["config"], source="checkpoint config")
     except ConfigError as e:
         raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {e}") from None
     num_runs = int(header["num_runs"])
-    train = make_train(config)
+    train = make_train(config, env=env, env_params=env_params)
     template = jax.eval_shape(jax.vmap(train.init), jax.random.split(jax.random.key(0), num_runs))
     runner = restore_into(template, state, checkpoint_path(path))
     ts = runner.train_state

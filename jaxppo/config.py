@@ -40,8 +40,9 @@ class PPOConfig:
 
     env_id: str = "CartPole-v1"
     """The environment: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`), a probe
-    (`probe/Action-v0`), an id given to `jaxppo.register_env`, `mypkg.module:MyEnv`, or a
-    suite's id (`brax/hopper`, `playground/CartpoleBalance`, `jumanji/Snake-v1`, ...)."""
+    (`probe/Action-v0`), an id given to `jaxppo.register_env`, `mypkg.module:MyEnv`, a
+    suite's id (`brax/hopper`, `playground/CartpoleBalance`, `jumanji/Snake-v1`, ...), or
+    `custom/<name>`, a label for an environment instance given as `make_train(..., env=)`."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments for the environment's constructor (or its suite's adapter)."""
     obs_field: str | None = None

@@ -39,14 +39,16 @@ class EpisodeCarry(NamedTuple):
 
 
 def policy_action(network, ts: TrainState, obs: jax.Array, key: jax.Array | None, *,
-                  deterministic: bool, normalize: bool) -> jax.Array:
-    """The action for `obs` [B, *obs_shape]: the distribution's mode, or a sample from `key`.
+                  deterministic: bool, normalize: bool, mask: jax.Array | None = None
+                  ) -> jax.Array:
+    """The action for `obs` [B, *obs_shape]: the distribution's mode, or a sample from `key`;
+    `mask` [B, A] keeps a masked env's choice among its legal actions.
 
     With `normalize`, observations first go through the normalizer saved in `ts`, as in
     training; a policy fed raw observations acts on inputs it never saw."""
     if normalize:
         obs = rms_normalize(ts.normalizer.obs, obs)
-    dist = network.apply(ts.params, obs, method="policy")
+    dist = network.apply(ts.params, obs, mask, method="policy")
     return dist.mode() if deterministic else dist.sample(key)
 
 
@@ -54,7 +56,7 @@ def _episode_step(carry: EpisodeCarry, key: jax.Array, *, env: VecEnv, network, 
                   deterministic: bool, normalize: bool, record: bool):
     act_key, step_key = jax.random.split(key)
     action = policy_action(network, ts, carry.obs, act_key, deterministic=deterministic,
-                           normalize=normalize)
+                           normalize=normalize, mask=env.action_mask(carry.state))
     state, step = env.step(step_key, carry.state, action)
     live = ~carry.finished
     ret = carry.ret + jnp.where(live, step.reward, 0.0)
@@ -64,7 +66,10 @@ def _episode_step(carry: EpisodeCarry, key: jax.Array, *, env: VecEnv, network, 
 
 
 def max_episode_steps(env: VecEnv) -> int:
-    return int(getattr(env.params, "max_steps_in_episode", 1000))
+    """How long the evaluation scan runs: the env's time limit (1000 if it states none)."""
+    limits = [env.max_episode_steps, getattr(env.params, "max_steps_in_episode", None)]
+    limits = [int(x) for x in limits if isinstance(x, (int, np.integer)) and x > 0]
+    return min(limits) if limits else 1000
 
 
 def _play(env: VecEnv, network, ts: TrainState, key: jax.Array, *, deterministic: bool,
@@ -88,35 +93,55 @@ def _returns(ts: TrainState, key: jax.Array, *, env: VecEnv, network, determinis
     return final.ret, final.length
 
 
-@functools.lru_cache(maxsize=16)
-def _evaluator(config: PPOConfig, num_episodes: int, deterministic: bool, batched: bool):
+def cached(fn):
+    """`functools.lru_cache` that also serves unhashable arguments (an env instance whose
+    params hold arrays), uncached: they are rare, and a miss only costs a compile."""
+    memo = functools.lru_cache(maxsize=16)(fn)
+
+    @functools.wraps(fn)
+    def call(*args):
+        try:
+            hash(args)
+        except TypeError:
+            return fn(*args)
+        return memo(*args)
+
+    return call
+
+
+@cached
+def _evaluator(config: PPOConfig, num_episodes: int, deterministic: bool, batched: bool,
+               env_obj=None, env_params=None):
     """One jitted evaluation per (config, E, mode): later calls reuse its compiled program."""
-    env = VecEnv(config.env_id, num_episodes)
+    env = VecEnv.from_config(config, num_episodes, env_obj, env_params)
     run = functools.partial(_returns, env=env, network=make_network(config, env),
                             deterministic=deterministic, normalize=config.normalize_obs)
     return jax.jit(jax.vmap(run, in_axes=(0, None)) if batched else run)
 
 
 def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_episodes: int = 10,
-             deterministic: bool = True) -> tuple[np.ndarray, np.ndarray]:
+             deterministic: bool = True, *, env=None, env_params=None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Return `(returns [E], lengths [E])` of one run's `num_episodes` episodes, played in
-    parallel."""
-    ret, length = _evaluator(config, num_episodes, deterministic, False)(train_state, key)
+    parallel (on `env`, an environment instance, when the run trained on one)."""
+    ret, length = _evaluator(config, num_episodes, deterministic, False, env,
+                             env_params)(train_state, key)
     return np.asarray(ret), np.asarray(length)
 
 
 def evaluate_runs(config: PPOConfig, train_states: TrainState, key: jax.Array,
-                  num_episodes: int = 10, deterministic: bool = True
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  num_episodes: int = 10, deterministic: bool = True, *, env=None,
+                  env_params=None) -> tuple[np.ndarray, np.ndarray]:
     """`evaluate` for R runs at once (`train_states` leaves lead with R), vmapped in one
     program; every run plays with the same `key`. Returns `(returns [R, E], lengths [R, E])`."""
-    ret, length = _evaluator(config, num_episodes, deterministic, True)(train_states, key)
+    ret, length = _evaluator(config, num_episodes, deterministic, True, env,
+                             env_params)(train_states, key)
     return np.asarray(ret), np.asarray(length)
 
 
-@functools.lru_cache(maxsize=16)
-def _episode_player(config: PPOConfig, deterministic: bool):
-    env = VecEnv(config.env_id, 1)
+@cached
+def _episode_player(config: PPOConfig, deterministic: bool, env_obj=None, env_params=None):
+    env = VecEnv.from_config(config, 1, env_obj, env_params)
     network = make_network(config, env)
 
     def run(ts, key):
@@ -128,10 +153,11 @@ def _episode_player(config: PPOConfig, deterministic: bool):
 
 
 def play_episode(config: PPOConfig, train_state: TrainState, key: jax.Array,
-                 deterministic: bool = True) -> tuple[VecEnv, list, list[float], int]:
+                 deterministic: bool = True, *, env=None, env_params=None
+                 ) -> tuple[VecEnv, list, list[float], int]:
     """Play one episode in one jitted scan; returns `(env, states, cumulative returns, length)`
     with one unbatched env state per frame (the reset state first, the terminal one excluded)."""
-    env, run = _episode_player(config, deterministic)
+    env, run = _episode_player(config, deterministic, env, env_params)
     first, inner, returns, length = jax.device_get(run(train_state, key))
     length = int(length[0])
     states = [jax.tree.map(lambda x: x[0], first)]

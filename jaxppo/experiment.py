@@ -120,6 +120,9 @@ class Experiment:
       stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
       donate: the chunk program donates the runner state it consumes (default: on a GPU/TPU);
         callbacks then see each chunk's state as a host copy.
+      env / env_params: an environment instance to train on instead of the one
+        `config.env_id` names (which then only labels the run); resuming such a run needs the
+        same instance again: `Experiment.resume(run_dir, env=..., env_params=...)`.
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
@@ -129,7 +132,8 @@ class Experiment:
                  tensorboard: bool = True, devices: int | str | None = None, mesh=None,
                  shard: str = "seeds", callbacks: Sequence[Any] = (),
                  builtin_callbacks: bool = True, stop_on_divergence: bool | None = None,
-                 chunk_updates: int | None = None, donate: bool | None = None):
+                 chunk_updates: int | None = None, donate: bool | None = None,
+                 env: Any = None, env_params: Any = None):
         if not isinstance(config, PPOConfig):
             raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
         if int(seeds) < 1:
@@ -137,6 +141,7 @@ class Experiment:
         if not 0 <= int(seed) < 2**32:
             raise UsageError(f"--seed {seed}: use an integer in 0..{2**32 - 1}")
         self.config, self.seeds, self.seed = config, int(seeds), int(seed)
+        self.env, self.env_params = env, env_params
         self.settings = None if hparams is None else [dict(s) for s in hparams]
         if self.settings is not None:
             _check_settings(config, self.settings)
@@ -165,11 +170,12 @@ class Experiment:
     def from_checkpoint(cls, path: str | os.PathLike, **kwargs) -> Experiment:
         """The stopped run at `path` (its run dir, `checkpoint/` or the file), ready to `run()`
         on from its checkpoint, bit-exactly as if it had never stopped. `kwargs` are the
-        run-independent options (progress, callbacks, devices, shard, checkpoint_every)."""
+        run-independent options (progress, callbacks, devices, shard, checkpoint_every) and,
+        for a run trained on an environment instance, that `env` (and `env_params`)."""
         for key in ("seeds", "hparams", "seed", "logdir", "run_name"):
             if key in kwargs:
                 raise UsageError(f"resume continues a run with its own {key}; drop it")
-        ckpt = load_checkpoint(path)  # every check: format, checksum, config, shapes
+        ckpt = load_checkpoint(path, env=kwargs.get("env"), env_params=kwargs.get("env_params"))
         config, update, extra = ckpt.config, ckpt.update, ckpt.extra or {}
         run_dir = run_dir_of(path)
         check_no_symlinks(run_dir)
@@ -218,7 +224,8 @@ class Experiment:
         if resume is not None and resume.get("ran"):
             raise UsageError("this Experiment already continued its run; resume it again with "
                              f"Experiment.resume({resume['run_dir']!r})")
-        placement = make_placement(config, self.mesh, self.shard)
+        placement = make_placement(config, self.mesh, self.shard, env=self.env,
+                                   env_params=self.env_params)
         # Refuses a config that cannot fit, before any file is written or anything compiles.
         driver = Driver(placement, self.num_runs, config.num_updates,
                         chunk_updates=self.chunk_updates, donate=self.donate)

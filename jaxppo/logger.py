@@ -27,7 +27,7 @@ from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
 from jaxppo.files import write_atomic
 from jaxppo.plots import plot_curve
-from jaxppo.train import METRIC_NAMES
+from jaxppo.train import ENV_METRIC_PREFIX, METRIC_NAMES
 
 TB_TAGS = {
     "episodic_return": "charts/episodic_return",
@@ -208,6 +208,9 @@ class TensorBoardLogger(_Background):
                 ended = m["episodes"][r, j] > 0
                 values = [self._summary.Value(tag=tag, simple_value=float(m[k][r, j]))
                           for k, tag in TB_TAGS.items() if ended or k not in EPISODE_METRICS]
+                if ended:  # the env's own episode metrics (Craftax achievements, ...)
+                    values += [self._summary.Value(tag=k, simple_value=float(m[k][r, j]))
+                               for k in m if k.startswith(ENV_METRIC_PREFIX)]
                 values.append(self._summary.Value(tag="charts/SPS", simple_value=sps))
                 w.add_summary(self._summary(value=values), int(m["env_steps"][r, j]))
             w.flush()
@@ -242,8 +245,8 @@ class WandbLogger(Callback):
             row = {tag: float(np.mean(m[k][:, j])) for k, tag in TB_TAGS.items()
                    if k not in EPISODE_METRICS}
             if ended.any():
-                for k in EPISODE_METRICS:
-                    row[TB_TAGS[k]] = float(np.mean(m[k][ended, j]))
+                for k in (*EPISODE_METRICS, *(k for k in m if k.startswith(ENV_METRIC_PREFIX))):
+                    row[TB_TAGS.get(k, k)] = float(np.mean(m[k][ended, j]))
                 for r in np.flatnonzero(ended):
                     row[f"charts/episodic_return/{self.names[r]}"] = float(m["episodic_return"][r, j])
             row["charts/SPS"] = event.sps

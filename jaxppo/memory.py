@@ -62,7 +62,7 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
     `metrics_updates` is how many updates' metrics one call returns (default: the whole run,
     as `train` does; the CLI's chunked driver returns one chunk at a time).
     """
-    env = env if env is not None else VecEnv(config.env_id, 1)
+    env = env if env is not None else VecEnv.from_config(config, 1)
     T, N, B = config.num_steps, config.num_envs, config.batch_size
     obs_b = 4 * math.prod(env.obs_shape)
     act_dim = env.action_dim
@@ -159,7 +159,7 @@ def check_eval_memory(config: PPOConfig, num_runs: int, episodes: int, *, env=No
     """Refuse (one line) an evaluation whose `num_runs x episodes` parallel episodes cannot fit:
     each holds an env state, an observation and a few scalars, about three times over (the
     scan's carry in and out, and one step's temporaries). Returns the estimate in bytes."""
-    env = env if env is not None else VecEnv(config.env_id, 1)
+    env = env if env is not None else VecEnv.from_config(config, 1)
     one_state = _tree_bytes(jax.eval_shape(env.env.reset_env, jax.random.key(0), env.params))
     per_episode = one_state + 4 * math.prod(env.obs_shape) + 32
     total = 3 * num_runs * episodes * per_episode

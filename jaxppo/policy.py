@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +24,7 @@ import numpy as np
 from jaxppo.checkpoint import load_checkpoint
 from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
-from jaxppo.episodes import evaluate_runs, policy_action
+from jaxppo.episodes import cached, evaluate_runs, policy_action
 from jaxppo.errors import UsageError
 from jaxppo.files import check_writable
 from jaxppo.memory import check_eval_memory
@@ -32,13 +32,13 @@ from jaxppo.networks import make_network
 from jaxppo.train import TrainState
 
 
-@functools.lru_cache(maxsize=16)
-def _actor(config: PPOConfig):
-    """`(obs_shape, jitted policy_action)` for `config`, built once per config."""
-    env = VecEnv(config.env_id, 1)
+@cached
+def _actor(config: PPOConfig, env_obj=None, env_params=None):
+    """`(VecEnv, jitted policy_action)` for `config`, built once per config."""
+    env = VecEnv.from_config(config, 1, env_obj, env_params)
     act = functools.partial(policy_action, make_network(config, env),
                             normalize=config.normalize_obs)
-    return env.obs_shape, jax.jit(act, static_argnames="deterministic")
+    return env, jax.jit(act, static_argnames="deterministic")
 
 
 class Policy(NamedTuple):
@@ -48,24 +48,35 @@ class Policy(NamedTuple):
     train_state: TrainState  # this run's, without the runs axis
     update: int  # updates the checkpoint had done
     seed: int  # the run's index in the checkpoint's runs axis
+    env: Any = None  # the environment instance the run trained on, if not `config.env_id`'s
+    env_params: Any = None
 
-    def act(self, obs, key: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+    def act(self, obs, key: jax.Array | None = None, deterministic: bool = True,
+            mask=None) -> jax.Array:
         """The action for one observation [*obs_shape] (-> [*action_shape]) or a batch
         [B, *obs_shape] (-> [B, *action_shape]), through the saved observation normalizer when
         the run trained with one. Deterministic: the distribution's mode; else a sample, which
         needs `key`. Continuous actions are not clipped (the env adapter clips them, as it
-        did in training)."""
+        did in training). `mask` ([A] or [B, A] bool) restricts a masked env's policy to its
+        legal actions, as in training."""
         if not deterministic and key is None:
             raise UsageError("Policy.act(obs, deterministic=False) samples and needs a PRNG key: "
                              "act(obs, key, deterministic=False)")
-        obs_shape, act = _actor(self.config)
+        env, act = _actor(self.config, self.env, self.env_params)
+        obs_shape = env.obs_shape
         obs = jnp.asarray(obs, jnp.float32)
         single = obs.shape == obs_shape
         if not single and obs.shape[1:] != obs_shape:
             raise UsageError(f"observation of shape {obs.shape}: {self.config.env_id} takes "
                              f"{obs_shape} or a batch (B, *{obs_shape})")
+        if mask is not None:
+            mask = jnp.asarray(mask, bool)
+            mask = mask[None] if single else mask
+            if mask.shape != (obs.shape[0] if not single else 1, env.action_dim):
+                raise UsageError(f"action mask of shape {mask.shape}: {self.config.env_id} "
+                                 f"takes ({env.action_dim},) per observation")
         action = act(self.train_state, obs[None] if single else obs, key,
-                     deterministic=deterministic)
+                     deterministic=deterministic, mask=mask)
         return action[0] if single else action
 
 
@@ -76,13 +87,15 @@ def _check_seed(seed: int, num_runs: int, run_dir) -> None:
                          f"run(s); pass a seed in {valid}")
 
 
-def load_policy(run_dir: str | os.PathLike, seed: int = 0) -> Policy:
+def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
+                env_params: Any = None) -> Policy:
     """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
-    file). A missing or corrupt checkpoint raises `CheckpointError`."""
-    ckpt = load_checkpoint(run_dir)
+    file). A missing or corrupt checkpoint raises `CheckpointError`. A run trained on an
+    environment instance needs it again as `env` (and `env_params`)."""
+    ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
     _check_seed(seed, ckpt.num_runs, run_dir)
     ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
-    return Policy(ckpt.config, ts, ckpt.update, seed)
+    return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params)
 
 
 class EvalResult(NamedTuple):
@@ -106,7 +119,8 @@ class EvalResult(NamedTuple):
 
 
 def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
-             deterministic: bool = True, out: str | os.PathLike | None = None) -> EvalResult:
+             deterministic: bool = True, out: str | os.PathLike | None = None,
+             env: Any = None, env_params: Any = None) -> EvalResult:
     """Play `episodes` episodes with every run of the checkpoint in `run_dir`, in one vmapped,
     jitted program; the episodes are fixed by `seed` and the same for every run. With `out`,
     also write `EvalResult.to_dict()` there as JSON."""
@@ -114,12 +128,14 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
         raise UsageError(f"episodes must be at least 1, got {episodes}")
     if not 0 <= int(seed) < 2**32:
         raise UsageError(f"evaluation seed {seed}: use an integer in 0..{2**32 - 1}")
-    ckpt = load_checkpoint(run_dir)
-    check_eval_memory(ckpt.config, ckpt.num_runs, episodes)
+    ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
+    venv = VecEnv.from_config(ckpt.config, 1, env, env_params)
+    check_eval_memory(ckpt.config, ckpt.num_runs, episodes, env=venv)
     if out is not None:
         check_writable(out, "evaluation JSON")
     returns, lengths = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
-                                     jax.random.key(seed), episodes, deterministic)
+                                     jax.random.key(seed), episodes, deterministic, env=env,
+                                     env_params=env_params)
     result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic)
     if out is not None:
         with open(out, "w") as f:

@@ -59,6 +59,7 @@ def workdir(tmp_path_factory):
     """A working directory like the repository root: `configs/` and a `runs/` of its own."""
     d = tmp_path_factory.mktemp("readme")
     os.symlink(os.path.join(ROOT, "configs"), d / "configs")
+    os.symlink(os.path.join(ROOT, "scripts"), d / "scripts")  # the custom env example
     return d
 
 

@@ -158,7 +158,9 @@ def _shape_of(x: Any) -> tuple[int, ...] | None:
 def _same_structure(a: Any, b: Any) -> bool:
     la, ta = jax.tree.flatten(a)
     lb, tb = jax.tree.flatten(b)
-    return ta == tb and all(_shape_of(x) == _shape_of(y) for x, y in zip(la, lb, strict=True))
+    return ta == tb and all(_shape_of(x) == _shape_of(y) and
+                            getattr(x, "dtype", None) == getattr(y, "dtype", None)
+                            for x, y in zip(la, lb, strict=True))
 
 
 def inspect_env(env: Any, params: Any, label: str, obs_field: str | None = None) -> EnvInfo:

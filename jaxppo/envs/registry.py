@@ -4,6 +4,9 @@
     probe/Action-v0                a jaxppo probe env
     MyTask-v0                      an id given to `jaxppo.register_env`
     mypkg.module:MyEnv             a class (or factory) importable from Python
+    mypkg.module:MyTask-v0         an id that `mypkg.module` registers when imported
+    custom/<anything>              a label for an environment instance handed to `make_train`
+                                   or `Experiment` as `env=` (it names the run, builds nothing)
     brax/hopper, playground/CartpoleBalance, craftax/Craftax-Classic-Symbolic-v1,
     jumanji/Snake-v1, navix/Navix-Empty-5x5-v0, xminigrid/MiniGrid-Empty-6x6
                                    a suite's id, through that suite's adapter (an optional extra)
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -35,8 +40,9 @@ SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (
     brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env)}
 """Suite prefix (`brax/`) -> its adapter module (PREFIX, INSTALL_HINT, env_ids(), make())."""
 
+CUSTOM_PREFIX = "custom/"
 _USER_ENVS: dict[str, Callable[..., Any]] = {}
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[\w.\-/]+$")
 
 
 def register_env(env_id: str, factory: Callable[..., Any]) -> None:
@@ -74,21 +80,37 @@ def is_import_path(env_id: str) -> bool:
     return bool(_IMPORT_PATH.match(env_id))
 
 
+def _import_module(name: str) -> ModuleType:
+    """Import `name` as Python would from the current directory: the `jaxppo` console script,
+    unlike `python -m`, does not put the working directory on `sys.path`."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        cwd = os.getcwd()
+        if e.name != name.split(".")[0] or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(name)
+
+
 def _import_target(env_id: str) -> Any:
     """The object `pkg.module:Name` names, or a one-line ConfigError."""
     module_name, _, attr = env_id.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = _import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"config key 'env_id': cannot import {module_name!r} for {env_id!r} "
                           f"({e}); install it or add its folder to PYTHONPATH") from None
     except Exception as e:  # noqa: BLE001 - the user's module failed at import: one line
         raise ConfigError(f"config key 'env_id': importing {module_name!r} failed "
                           f"({type(e).__name__}: {e})") from None
+    if not hasattr(obj, attr.split(".")[0]) and attr in _USER_ENVS:
+        return _USER_ENVS[attr]  # `mypkg.envs:MyTask-v0`: an id the module registers at import
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ConfigError(f"config key 'env_id': module {module_name!r} has no {attr!r}; "
-                              "give module.path:ClassName")
+            raise ConfigError(f"config key 'env_id': module {module_name!r} has no {attr!r} "
+                              "(nor registers it); give module.path:ClassName or "
+                              "module.path:registered-id")
         obj = getattr(obj, part)
     if not callable(obj):
         raise ConfigError(f"config key 'env_id': {env_id!r} is not a class or factory")
@@ -108,6 +130,8 @@ def check_env_id(env_id: str) -> None:
     environment. Nothing is built: a suite's ids come from its registry."""
     if is_import_path(env_id):
         _import_target(env_id)
+        return
+    if env_id.startswith(CUSTOM_PREFIX) and len(env_id) > len(CUSTOM_PREFIX):
         return
     source = source_of(env_id)
     if source is not None:
@@ -142,6 +166,10 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
     """`(env, env_params)` for a known `env_id`; `env_kwargs` go to the env's constructor
     (or, for a suite, to its adapter: see each adapter's docstring)."""
     check_env_id(env_id)
+    if env_id.startswith(CUSTOM_PREFIX):
+        raise ConfigError(f"config key 'env_id': {env_id!r} labels an environment instance; "
+                          "pass it as env= (make_train, Experiment, load_policy, evaluate), or "
+                          "name an importable one: env_id: mypkg.module:MyEnv")
     kwargs = dict(env_kwargs or {})
     label = f"environment {env_id!r}"
     source = source_of(env_id)

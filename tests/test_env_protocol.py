@@ -1,0 +1,316 @@
+"""The environment protocol: a user's own env trains through make_train, the CLI and the
+Python API; every misuse is one line before anything compiles; MultiDiscrete and masked
+policies have the log-probs and entropies of their definitions."""
+
+import dataclasses
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+import jaxppo
+from jaxppo import ConfigError, Experiment, PPOConfig, make_train
+from jaxppo.cli import main
+from jaxppo.envs import MultiDiscrete, VecEnv, check_env_id, inspect_env
+from jaxppo.envs.spaces import Box, Discrete
+from jaxppo.networks import Categorical, MultiCategorical, mask_logits
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+sys.path.insert(0, ROOT)
+from scripts.corridor import Corridor, State  # noqa: E402
+
+CONFIG = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=4, hidden_sizes=(32,))
+
+
+# ---- distributions against their definitions --------------------------------------------------
+def _log_softmax(x):
+    x = np.asarray(x, np.float64)
+    return x - np.log(np.sum(np.exp(x)))
+
+
+def test_multi_categorical_log_prob_and_entropy_are_sums_over_sub_actions():
+    logits = jnp.array([[1.0, 2.0, 3.0, 0.5, -0.5]])
+    dist = MultiCategorical(logits, (3, 2))
+    a, b = _log_softmax([1, 2, 3]), _log_softmax([0.5, -0.5])
+    np.testing.assert_allclose(dist.log_prob(jnp.array([[2, 1]]))[0], a[2] + b[1], rtol=1e-6)
+    np.testing.assert_allclose(dist.log_prob(jnp.array([[0, 0]]))[0], a[0] + b[0], rtol=1e-6)
+    ent = -np.sum(np.exp(a) * a) - np.sum(np.exp(b) * b)
+    np.testing.assert_allclose(dist.entropy()[0], ent, rtol=1e-6)
+    np.testing.assert_array_equal(dist.mode(), [[2, 0]])
+    samples = jax.vmap(lambda k: dist.sample(k)[0])(jax.random.split(jax.random.key(0), 4000))
+    freq = np.bincount(np.asarray(samples[:, 0]), minlength=3) / 4000
+    np.testing.assert_allclose(freq, np.exp(a), atol=0.03)
+
+
+def test_masked_categorical_gives_illegal_actions_zero_probability():
+    logits = jnp.array([1.0, 2.0, 5.0, 4.0])
+    mask = jnp.array([True, True, False, True])
+    dist = Categorical(mask_logits(logits, mask))
+    legal = _log_softmax([1, 2, 4])
+    np.testing.assert_allclose(jax.nn.softmax(dist.logits), [*np.exp(legal[:2]), 0.0,
+                                                             np.exp(legal[2])], atol=1e-7)
+    np.testing.assert_allclose(dist.log_prob(jnp.array(3)), legal[2], rtol=1e-6)
+    np.testing.assert_allclose(dist.entropy(), -np.sum(np.exp(legal) * legal), rtol=1e-6)
+    assert np.isfinite(dist.entropy())
+    assert int(dist.mode()) == 3  # the best legal action, not the illegal argmax
+    samples = jax.vmap(dist.sample)(jax.random.split(jax.random.key(1), 2000))
+    assert not np.any(np.asarray(samples) == 2)
+    grad = jax.grad(lambda x: Categorical(mask_logits(x, mask)).log_prob(jnp.array(0)))(logits)
+    assert grad[2] == 0.0  # nothing flows to an illegal action's logit
+
+
+# ---- small envs for the protocol ----------------------------------------------------------------
+@struct.dataclass
+class DialState:
+    time: jax.Array
+
+
+class Dials:
+    """One-step episodes, actions [3, 4]: reward 1 per dial on its right setting (2 and 1)."""
+
+    default_params = None
+
+    def reset_env(self, key, params):
+        return jnp.ones((2,)), DialState(jnp.int32(0))
+
+    def step_env(self, key, state, action, params):
+        reward = (action[0] == 2).astype(jnp.float32) + (action[1] == 1).astype(jnp.float32)
+        return jnp.ones((2,)), DialState(state.time + 1), reward, jnp.bool_(True), {}
+
+    def observation_space(self, params):
+        return Box(0.0, 1.0, (2,))
+
+    def action_space(self, params):
+        return MultiDiscrete((3, 4))
+
+
+class MaskedBandit(Dials):
+    """One-step episodes, 4 actions paying 0, 0.5, 0.2, 1.0; action 3 is illegal (masked), so
+    the best policy takes action 1. Also reports an episode metric."""
+
+    def step_env(self, key, state, action, params):
+        reward = jnp.array([0.0, 0.5, 0.2, 1.0])[action]
+        return jnp.ones((2,)), DialState(state.time + 1), reward, jnp.bool_(True), {}
+
+    def action_space(self, params):
+        return Discrete(4)
+
+    def action_mask(self, state, params):
+        return jnp.array([True, True, True, False])
+
+    def episode_metrics(self, state, params):
+        return {"steps": state.time.astype(jnp.float32)}
+
+
+def _train(config, env, seeds=4):
+    keys = jax.random.split(jax.random.key(0), seeds)
+    return jax.jit(jax.vmap(make_train(config, env=env)))(keys)
+
+
+def test_a_custom_env_instance_trains_through_make_train():
+    config = PPOConfig(env_id="custom/Corridor", total_timesteps=16_384, **CONFIG)
+    ret = np.asarray(_train(config, Corridor(length=8)).metrics["episodic_return"])
+    # Random walk from the left half: mostly cut off at 32 steps (about -0.2); the best
+    # policy walks straight right (about 0.95 on average).
+    assert ret[:, :2].mean() < 0.5
+    assert ret[:, -8:].mean() > 0.85, ret[:, -8:].mean(axis=1)
+
+
+def test_multidiscrete_env_learns_both_dials():
+    config = PPOConfig(env_id="custom/Dials", total_timesteps=8192, lr=2e-3, **CONFIG)
+    ret = np.asarray(_train(config, Dials()).metrics["episodic_return"])
+    assert ret[:, 0].mean() < 0.8  # random: 1/3 + 1/4
+    assert ret[:, -4:].mean() > 1.8
+
+
+def test_masked_env_never_takes_an_illegal_action_and_learns_the_best_legal_one():
+    config = PPOConfig(env_id="custom/MaskedBandit", total_timesteps=8192, lr=2e-3, **CONFIG)
+    out = _train(config, MaskedBandit())
+    ret = np.asarray(out.metrics["episodic_return"])
+    assert ret.max() <= 0.5 + 1e-6  # the illegal action (pays 1.0) was never taken
+    assert ret[:, -4:].mean() > 0.45
+    np.testing.assert_allclose(out.metrics["env/steps"], 1.0)  # one-step episodes
+
+
+def test_register_env_makes_an_id_usable_from_config_with_env_kwargs():
+    jaxppo.register_env("test/Corridor-v0", Corridor)
+    config = PPOConfig(env_id="test/Corridor-v0", env_kwargs={"length": 5}, num_envs=2,
+                       num_steps=8, total_timesteps=32, num_minibatches=2)
+    trainer = make_train(config)
+    assert trainer.env.obs_shape == (5,)
+    jax.jit(trainer)(jax.random.key(0))
+    with pytest.raises(ConfigError, match="does not take") as e:
+        make_train(dataclasses.replace(config, env_kwargs={"lenght": 5}))
+    assert "\n" not in str(e.value)
+
+
+def test_cli_trains_an_env_named_by_its_import_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    code = main(["train", "--config", "configs/corridor.yaml", "--logdir", str(tmp_path),
+                 "--no-progress", "--set", "total_timesteps=4096"])
+    out = capsys.readouterr().out
+    assert code == 0 and "scripts.corridor:Corridor" in out
+    (run,) = os.listdir(tmp_path)
+    assert os.path.exists(tmp_path / run / "checkpoint")
+
+
+def test_experiment_with_an_instance_resumes_and_loads_its_policy(tmp_path):
+    config = PPOConfig(env_id="custom/Corridor", total_timesteps=4096, **CONFIG)
+    env = Corridor(length=8)
+    Experiment(config, env=env, logdir=str(tmp_path), run_name="r", progress=False,
+               chunk_updates=4, callbacks=[lambda e: e.update < 8]).run()
+    result = Experiment.resume(tmp_path / "r", env=env, progress=False)
+    assert result.status == "finished" and result.update == config.num_updates
+    policy = jaxppo.load_policy(tmp_path / "r", env=env)
+    assert policy.act(jax.nn.one_hot(3, 8)).shape == ()
+    scores = jaxppo.evaluate(tmp_path / "r", episodes=4, env=env)
+    assert scores.returns.shape == (1, 4)
+    with pytest.raises(ConfigError, match="labels an environment instance") as e:
+        jaxppo.load_policy(tmp_path / "r")
+    assert "\n" not in str(e.value)
+
+
+# ---- truncation and time limits --------------------------------------------------------------
+def test_truncation_is_done_but_not_terminated_and_max_episode_steps_adds_a_limit():
+    venv = VecEnv("custom/Corridor", 1, env=Corridor(length=8))
+    state = venv.reset(jax.random.key(0))[1]
+    state = state._replace(inner=State(jnp.array([0]), jnp.array([31])))
+    _, step = venv.step(jax.random.key(1), state, jnp.array([0]))  # step 32: the time limit
+    assert bool(step.done[0]) and not bool(step.terminated[0])
+    state = state._replace(inner=State(jnp.array([6]), jnp.array([3])))
+    new, step = venv.step(jax.random.key(1), state, jnp.array([1]))  # onto the goal
+    assert bool(step.done[0]) and bool(step.terminated[0])
+    assert int(new.inner.time[0]) == 0 and int(new.inner.pos[0]) < 4  # a fresh episode
+    np.testing.assert_array_equal(step.final_obs[0], jax.nn.one_hot(7, 8))
+
+    short = VecEnv("custom/Corridor", 1, env=Corridor(length=8), max_episode_steps=3)
+    state = short.reset(jax.random.key(0))[1]
+    dones = []
+    for t in range(3):
+        state, step = short.step(jax.random.key(t), state, jnp.array([0]))
+        dones.append((bool(step.done[0]), bool(step.terminated[0])))
+    assert dones == [(False, False), (False, False), (True, False)]
+
+
+# ---- one line for every misuse ----------------------------------------------------------------
+class NoStep:
+    default_params = None
+
+    def reset_env(self, key, params):
+        return jnp.zeros(2), DialState(jnp.int32(0))
+
+    def observation_space(self, params):
+        return Box(0.0, 1.0, (2,))
+
+    def action_space(self, params):
+        return Discrete(2)
+
+
+class GymnaxStyleStep(NoStep):
+    def step_env(self, key, state, action, params):
+        return jnp.zeros(2), state, 0.0, False, False, {}
+
+
+class WrongSignature(NoStep):
+    def step_env(self, state, action):
+        return jnp.zeros(2), state, 0.0, False, {}
+
+
+class PythonIntTime(NoStep):
+    def reset_env(self, key, params):
+        return jnp.zeros(2), {"time": 0}
+
+    def step_env(self, key, state, action, params):
+        return jnp.zeros(2), {"time": jnp.float32(state["time"] + 1)}, 0.0, False, {}
+
+
+class VectorReward(GymnaxStyleStep):
+    def step_env(self, key, state, action, params):
+        return jnp.zeros(2), state, jnp.zeros(3), False, {}
+
+
+class DictObs(GymnaxStyleStep):
+    def reset_env(self, key, params):
+        return {"grid": jnp.zeros((3, 3)), "step": jnp.zeros(())}, DialState(jnp.int32(0))
+
+    def step_env(self, key, state, action, params):
+        return self.reset_env(key, params)[0], state, 0.0, False, {}
+
+
+class Crashes(GymnaxStyleStep):
+    def reset_env(self, key, params):
+        raise ValueError("boom\nsecond line")
+
+
+class WrongObsSpace(VectorReward):
+    def step_env(self, key, state, action, params):
+        return jnp.zeros(2), state, 0.0, False, {}
+
+    def observation_space(self, params):
+        return Box(0.0, 1.0, (3,))
+
+
+class MatrixActions(WrongObsSpace):
+    def observation_space(self, params):
+        return Box(0.0, 1.0, (2,))
+
+    def action_space(self, params):
+        return Box(-1.0, 1.0, (2, 2))
+
+
+class BadMask(MatrixActions):
+    def action_space(self, params):
+        return Discrete(2)
+
+    def action_mask(self, state, params):
+        return jnp.ones((3,), bool)
+
+
+@pytest.mark.parametrize("env,obs_field,match", [
+    (NoStep(), None, "has no method step_env"),
+    (GymnaxStyleStep(), None, "6 values looks like gymnax's auto-resetting step"),
+    (WrongSignature(), None, "cannot be called as step_env"),
+    (PythonIntTime(), None, "structure, shapes or dtypes differ"),
+    (VectorReward(), None, "reward has shape"),
+    (DictObs(), None, "fields grid, step; set config key 'obs_field'"),
+    (DictObs(), "gird", "no field 'gird'"),
+    (Crashes(), None, "reset_env.*failed while tracing \\(ValueError: boom\\)"),
+    (WrongObsSpace(), None, "observation_space\\(params\\).shape is \\(3,\\)"),
+    (MatrixActions(), None, "continuous action space of shape \\(2, 2\\)"),
+    (BadMask(), None, "action mask of shape \\(3,\\)"),
+    (Corridor(), "pos", "plain array observations"),
+])
+def test_each_misuse_is_one_line_before_compiling(env, obs_field, match):
+    with pytest.raises(ConfigError, match=match) as e:
+        inspect_env(env, None, "environment 'custom/x'", obs_field)
+    assert "\n" not in str(e.value)
+
+
+def test_obs_field_picks_or_joins_fields_of_a_dict_observation():
+    env = DictObs()
+    assert VecEnv("custom/d", 2, env=env, obs_field="grid").obs_shape == (3, 3)
+    assert VecEnv("custom/d", 2, env=env, obs_field="*").obs_shape == (10,)
+    assert VecEnv("custom/d", 2, env=env, obs_field="grid,step").obs_shape == (10,)
+
+
+@pytest.mark.parametrize("env_id,match", [
+    ("no_such_module_xyz:Env", "cannot import 'no_such_module_xyz'"),
+    ("scripts.corridor:Corridoor", "has no 'Corridoor'"),
+    ("custom/", "unknown environment"),
+])
+def test_bad_env_ids_are_one_line(env_id, match, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(ConfigError, match=match) as e:
+        check_env_id(env_id)
+    assert "\n" not in str(e.value)
+
+
+def test_the_readme_shows_the_example_env_as_it_is_on_disk():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    source = open(os.path.join(ROOT, "scripts", "corridor.py"), encoding="utf-8").read()
+    shown = source[source.index("@struct.dataclass"):source.index('\nif __name__')].strip()
+    assert shown in readme
