@@ -25,6 +25,7 @@ from jaxppo.envs import check_env_id
 from jaxppo.errors import ConfigError
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
+TORSOS = ("mlp", "cnn", "nature_cnn")
 COMPUTE_DTYPES = ("float32", "bfloat16")
 MATMUL_PRECISIONS = ("default", "high", "highest")
 _INT32_MAX = 2**31 - 1
@@ -89,6 +90,10 @@ class PPOConfig:
     """Scale rewards by the running std of the discounted return (gym's NormalizeReward)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths, used for both the actor and the (separate) critic MLP."""
+    torso: str = "mlp"
+    """What reads the observation before the hidden layers: `mlp` (flattened input), `cnn`
+    (MinAtar's: 16 filters 3x3, for small (H, W, C) grids) or `nature_cnn` (DQN's 32-64-64
+    stack and a 512 layer, for larger images). Actor and critic each have their own."""
     activation: str = "tanh"
     """Hidden activation: one of tanh, relu, gelu, silu, elu."""
     compute_dtype: str = "float32"
@@ -237,6 +242,8 @@ def _validate(c: PPOConfig) -> None:
               "use a non-empty list of positive widths, e.g. [64, 64]")
     if c.activation not in ACTIVATIONS:
         _fail("activation", f"unknown activation {c.activation!r}", f"use one of {list(ACTIVATIONS)}")
+    if c.torso not in TORSOS:
+        _fail("torso", f"got {c.torso!r}", f"use one of {list(TORSOS)}")
     if c.compute_dtype not in COMPUTE_DTYPES:
         _fail("compute_dtype", f"got {c.compute_dtype!r}", f"use one of {list(COMPUTE_DTYPES)}")
     if c.matmul_precision not in MATMUL_PRECISIONS:

@@ -19,6 +19,7 @@ import numpy as np
 from flax import struct
 
 from jaxppo.config import PPOConfig
+from jaxppo.errors import ConfigError
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -119,19 +120,42 @@ class DiagGaussian(NamedTuple):
 Policy = Categorical | MultiCategorical | DiagGaussian
 
 
+CONV_STACKS: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "mlp": (),
+    # MinAtar (Young & Tian 2019): one 3x3 layer of 16 filters over the 10x10xC grid.
+    "cnn": ((16, 3, 1),),
+    # DQN's "Nature" stack (Mnih et al. 2015), for 64x64 and larger images.
+    "nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
+}
+"""Per torso, its conv layers as (filters, kernel, stride), VALID padding, then the flatten."""
+_TORSO_HIDDEN = {"nature_cnn": (512,)}  # a dense layer the stack itself ends with
+
+
 class MLP(nn.Module):
-    """Hidden layers with orthogonal(sqrt 2) init, then a linear head of `out_dim`."""
+    """Optional conv layers over a channel-last image (ReLU), then hidden layers with
+    orthogonal(sqrt 2) init, then a linear head of `out_dim`."""
 
     hidden_sizes: Sequence[int]
     out_dim: int
     out_gain: float
     activation: str = "tanh"
     dtype: jnp.dtype = jnp.float32
+    conv: tuple[tuple[int, int, int], ...] = ()
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = _ACTIVATIONS[self.activation]
-        x = x.astype(self.dtype)
+        x = x.astype(self.dtype)  # uint8/bool images become numbers only here
+        if self.conv:
+            lead = x.shape[:-3]
+            x = x.reshape((-1, *x.shape[-3:]))
+            for filters, kernel, stride in self.conv:
+                x = nn.Conv(filters, (kernel, kernel), (stride, stride), padding="VALID",
+                            dtype=self.dtype, param_dtype=jnp.float32,
+                            kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
+                            bias_init=nn.initializers.zeros)(x)
+                x = nn.relu(x)
+            x = x.reshape((*lead, -1))
         for width in self.hidden_sizes:
             x = nn.Dense(width, dtype=self.dtype, param_dtype=jnp.float32,
                          kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
@@ -153,16 +177,22 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     dtype: jnp.dtype = jnp.float32
+    torso: str = "mlp"
 
     def setup(self):
-        kw = dict(hidden_sizes=self.hidden_sizes, activation=self.activation, dtype=self.dtype)
+        hidden = (*_TORSO_HIDDEN.get(self.torso, ()), *self.hidden_sizes)
+        kw = dict(hidden_sizes=hidden, activation=self.activation, dtype=self.dtype,
+                  conv=CONV_STACKS[self.torso])
         self.actor = MLP(out_dim=self.action_dim, out_gain=0.01, **kw)
         self.critic = MLP(out_dim=1, out_gain=1.0, **kw)
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
     def _flat(self, obs: jax.Array) -> jax.Array:
-        """Flatten image observations (MinAtar's [10, 10, C]) to one feature axis."""
+        """Flatten image observations (MinAtar's [10, 10, C]) to one feature axis for an MLP
+        torso; a conv torso takes them as they are."""
+        if CONV_STACKS[self.torso]:
+            return obs
         lead = obs.shape[: obs.ndim - self.obs_ndim]
         return obs.reshape((*lead, -1))
 
@@ -189,8 +219,26 @@ def draw_action_noise(key: jax.Array, discrete: bool, shape: tuple[int, ...]) ->
     return jax.random.gumbel(key, shape) if discrete else jax.random.normal(key, shape)
 
 
+def check_torso(config: PPOConfig, obs_shape: tuple[int, ...]) -> None:
+    """A conv torso needs (H, W, C) observations large enough for its stack: one line if not."""
+    stack = CONV_STACKS[config.torso]
+    if not stack:
+        return
+    if len(obs_shape) != 3:
+        raise ConfigError(f"config key 'torso': {config.torso} needs image observations "
+                          f"(H, W, C), but {config.env_id} gives shape {obs_shape}; use "
+                          "torso: mlp")
+    h, w = obs_shape[:2]
+    for _, kernel, stride in stack:
+        h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+    if h < 1 or w < 1:
+        raise ConfigError(f"config key 'torso': {config.torso}'s conv stack does not fit "
+                          f"{obs_shape[0]}x{obs_shape[1]} images; use torso: cnn (3x3) or mlp")
+
+
 def make_network(config: PPOConfig, env) -> ActorCritic:
     """Build the network for `config` and a `VecEnv`-like object (obs_shape, action_dim, discrete)."""
+    check_torso(config, env.obs_shape)
     return ActorCritic(
         action_dim=env.action_dim,
         discrete=env.discrete,
@@ -199,6 +247,7 @@ def make_network(config: PPOConfig, env) -> ActorCritic:
         hidden_sizes=tuple(config.hidden_sizes),
         activation=config.activation,
         dtype=jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32,
+        torso=config.torso,
     )
 
 
