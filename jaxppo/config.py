@@ -26,6 +26,7 @@ from jaxppo.errors import ConfigError
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 TORSOS = ("mlp", "cnn", "nature_cnn")
+NETWORKS = ("feedforward", "gru", "lstm")
 COMPUTE_DTYPES = ("float32", "bfloat16")
 MATMUL_PRECISIONS = ("default", "high", "highest")
 _INT32_MAX = 2**31 - 1
@@ -90,6 +91,12 @@ class PPOConfig:
     """Scale rewards by the running std of the discounted return (gym's NormalizeReward)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths, used for both the actor and the (separate) critic MLP."""
+    network: str = "feedforward"
+    """`feedforward`, or a policy with memory: `gru` or `lstm` (torso -> cell -> actor and
+    critic heads; the update replays whole env sequences, so `num_envs` must split into
+    `num_minibatches`)."""
+    rnn_size: int = 128
+    """Width of the GRU/LSTM hidden state (recurrent networks only)."""
     torso: str = "mlp"
     """What reads the observation before the hidden layers: `mlp` (flattened input), `cnn`
     (MinAtar's: 16 filters 3x3, for small (H, W, C) grids) or `nature_cnn` (DQN's 32-64-64
@@ -242,6 +249,14 @@ def _validate(c: PPOConfig) -> None:
               "use a non-empty list of positive widths, e.g. [64, 64]")
     if c.activation not in ACTIVATIONS:
         _fail("activation", f"unknown activation {c.activation!r}", f"use one of {list(ACTIVATIONS)}")
+    if c.network not in NETWORKS:
+        _fail("network", f"got {c.network!r}", f"use one of {list(NETWORKS)}")
+    if c.rnn_size <= 0:
+        _fail("rnn_size", f"got {c.rnn_size}", "use a positive integer")
+    if c.network != "feedforward" and c.num_envs % c.num_minibatches:
+        _fail("num_minibatches", f"a {c.network} policy's minibatches are whole env sequences, "
+              f"and {c.num_envs} envs do not split into {c.num_minibatches}",
+              f"pick a divisor of num_envs (e.g. {_near_divisor(c.num_envs, c.num_minibatches)})")
     if c.torso not in TORSOS:
         _fail("torso", f"got {c.torso!r}", f"use one of {list(TORSOS)}")
     if c.compute_dtype not in COMPUTE_DTYPES:

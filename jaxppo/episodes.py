@@ -15,7 +15,7 @@ differ by their policies, not by their luck.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,7 @@ import numpy as np
 
 from jaxppo.config import PPOConfig
 from jaxppo.envs import EnvState, VecEnv
-from jaxppo.networks import make_network
+from jaxppo.networks import is_recurrent, make_network
 from jaxppo.normalize import rms_normalize
 from jaxppo.train import TrainState
 
@@ -36,6 +36,8 @@ class EpisodeCarry(NamedTuple):
     ret: jax.Array  # [E] return so far; frozen once the episode is over
     length: jax.Array  # [E] int32 steps so far
     finished: jax.Array  # [E] bool: the first episode has ended
+    hidden: Any = None  # recurrent policies: the cell's carry [E, H]
+    start: jax.Array | None = None  # recurrent: [E] bool, obs begins an episode
 
 
 def policy_action(network, ts: TrainState, obs: jax.Array, key: jax.Array | None, *,
@@ -52,16 +54,34 @@ def policy_action(network, ts: TrainState, obs: jax.Array, key: jax.Array | None
     return dist.mode() if deterministic else dist.sample(key)
 
 
+def recurrent_policy_action(network, ts: TrainState, obs: jax.Array, hidden, start: jax.Array,
+                            key: jax.Array | None, *, deterministic: bool, normalize: bool,
+                            mask: jax.Array | None = None):
+    """`policy_action` for a recurrent policy: `(action, new hidden)`; the carry `hidden`
+    [B, H] is reset first where `start` [B] marks an episode's first observation."""
+    if normalize:
+        obs = rms_normalize(ts.normalizer.obs, obs)
+    dist, _, hidden = network.apply(ts.params, obs, hidden, start, mask)
+    return (dist.mode() if deterministic else dist.sample(key)), hidden
+
+
 def _episode_step(carry: EpisodeCarry, key: jax.Array, *, env: VecEnv, network, ts: TrainState,
                   deterministic: bool, normalize: bool, record: bool):
     act_key, step_key = jax.random.split(key)
-    action = policy_action(network, ts, carry.obs, act_key, deterministic=deterministic,
-                           normalize=normalize, mask=env.action_mask(carry.state))
+    kw = dict(deterministic=deterministic, normalize=normalize, mask=env.action_mask(carry.state))
+    hidden = start = None
+    if is_recurrent(network):
+        action, hidden = recurrent_policy_action(network, ts, carry.obs, carry.hidden,
+                                                 carry.start, act_key, **kw)
+    else:
+        action = policy_action(network, ts, carry.obs, act_key, **kw)
     state, step = env.step(step_key, carry.state, action)
     live = ~carry.finished
     ret = carry.ret + jnp.where(live, step.reward, 0.0)
+    if hidden is not None:
+        start = step.done
     carry = EpisodeCarry(state, step.obs, ret, carry.length + live.astype(jnp.int32),
-                         carry.finished | step.done)
+                         carry.finished | step.done, hidden, start)
     return carry, ((state.inner, ret) if record else None)
 
 
@@ -79,8 +99,11 @@ def _play(env: VecEnv, network, ts: TrainState, key: jax.Array, *, deterministic
     reset_key, run_key = jax.random.split(key)
     obs, state = env.reset(reset_key)
     n = env.num_envs
+    hidden = start = None
+    if is_recurrent(network):
+        hidden, start = network.initial_carry(n), jnp.ones((n,), bool)
     carry = EpisodeCarry(state, obs, jnp.zeros((n,)), jnp.zeros((n,), jnp.int32),
-                         jnp.zeros((n,), bool))
+                         jnp.zeros((n,), bool), hidden, start)
     step = functools.partial(_episode_step, env=env, network=network, ts=ts,
                              deterministic=deterministic, normalize=normalize, record=record)
     final, per_step = jax.lax.scan(step, carry, jax.random.split(run_key, max_episode_steps(env)))

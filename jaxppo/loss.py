@@ -6,12 +6,13 @@ Axis legend: B = minibatch size.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxppo.collectives import mean_var
+from jaxppo.networks import unroll
 
 
 class Minibatch(NamedTuple):
@@ -24,6 +25,9 @@ class Minibatch(NamedTuple):
     advantages: jax.Array  # [B]
     returns: jax.Array  # [B]
     mask: jax.Array | None = None  # [B, A] legal actions (masked envs only)
+    # Recurrent policies: the minibatch is n whole env sequences, every field above [n, T, ...]
+    start: jax.Array | None = None  # [n, T] bool: the step begins an episode
+    carry0: Any = None  # [n, H] the cell's carry before the sequence's first step
 
 
 class LossInfo(NamedTuple):
@@ -85,7 +89,11 @@ def ppo_loss(params, network, batch: Minibatch, hp, *, clip_vloss: bool, norm_ad
     Sharded over devices (`axis_name`), this is the loss of this device's share of the
     minibatch; advantages are normalized over the whole minibatch, and the caller averages
     the gradients, which equals the gradient of the whole minibatch's loss."""
-    dist, values = network.apply(params, batch.obs, batch.mask)
+    if batch.carry0 is not None:  # replay the cell over each env's T steps
+        dist, values, _ = unroll(network, params, batch.obs, batch.start, batch.carry0,
+                                 batch.mask)
+    else:
+        dist, values = network.apply(params, batch.obs, batch.mask)
     logp = dist.log_prob(batch.actions)
     advantages = (normalize_advantages(batch.advantages, axis_name) if norm_adv
                   else batch.advantages)

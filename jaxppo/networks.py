@@ -10,7 +10,7 @@ diagonal Gaussian with a state-independent, learned log-std.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -213,6 +213,96 @@ class ActorCritic(nn.Module):
         return self.critic(self._flat(obs))[..., 0]
 
 
+class RecurrentActorCritic(nn.Module):
+    """A policy with memory: torso (MLP or CNN) -> GRU/LSTM cell -> separate actor and critic
+    heads (one hidden layer each). Actor and critic share the torso and the cell, so one hidden
+    state per env is carried (PureJaxRL's `ppo_rnn` and CleanRL's `ppo_atari_lstm` do the
+    same).
+
+    The carry is `[B, rnn_size]` (GRU) or a `(c, h)` pair (LSTM); `cell_step` resets it to
+    zeros where `start` is true (the first step of an episode) before reading the input."""
+
+    action_dim: int
+    discrete: bool
+    obs_ndim: int = 1
+    nvec: tuple[int, ...] = ()
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    dtype: jnp.dtype = jnp.float32
+    torso: str = "mlp"
+    cell: str = "gru"
+    rnn_size: int = 128
+
+    recurrent = True
+
+    def setup(self):
+        hidden = (*_TORSO_HIDDEN.get(self.torso, ()), *self.hidden_sizes[:-1])
+        self.encoder = MLP(hidden_sizes=hidden, out_dim=self.hidden_sizes[-1],
+                           out_gain=float(np.sqrt(2)), activation=self.activation,
+                           dtype=self.dtype, conv=CONV_STACKS[self.torso])
+        cell_cls = nn.GRUCell if self.cell == "gru" else nn.OptimizedLSTMCell
+        self.rnn = cell_cls(features=self.rnn_size, param_dtype=jnp.float32)
+        kw = dict(hidden_sizes=(self.hidden_sizes[-1],), activation=self.activation,
+                  dtype=self.dtype)
+        self.actor = MLP(out_dim=self.action_dim, out_gain=0.01, **kw)
+        self.critic = MLP(out_dim=1, out_gain=1.0, **kw)
+        if not self.discrete:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+
+    def initial_carry(self, batch: int):
+        """The carry of `batch` envs at an episode's start (zeros; no parameters needed)."""
+        zeros = jnp.zeros((batch, self.rnn_size), jnp.float32)
+        return zeros if self.cell == "gru" else (zeros, zeros)
+
+    def encode(self, obs: jax.Array) -> jax.Array:
+        """[..., *obs_shape] -> [..., F], batched over any leading axes."""
+        if not CONV_STACKS[self.torso]:
+            obs = obs.reshape((*obs.shape[: obs.ndim - self.obs_ndim], -1))
+        return _ACTIVATIONS[self.activation](self.encoder(obs))
+
+    def cell_step(self, carry, x: jax.Array, start: jax.Array):
+        """One step of the cell for B envs: `carry` [B, H], input `x` [B, F], `start` [B]."""
+        carry = jax.tree.map(lambda c: jnp.where(start[:, None], 0.0, c), carry)
+        return self.rnn(carry, x)
+
+    def policy_head(self, y: jax.Array, mask: jax.Array | None = None) -> Policy:
+        out = self.actor(y)
+        if len(self.nvec) > 1:
+            return MultiCategorical(mask_logits(out, mask), tuple(self.nvec))
+        if self.discrete:
+            return Categorical(mask_logits(out, mask))
+        return DiagGaussian(out, self.log_std)
+
+    def value_head(self, y: jax.Array) -> jax.Array:
+        return self.critic(y)[..., 0]
+
+    def __call__(self, obs: jax.Array, carry, start: jax.Array, mask: jax.Array | None = None):
+        """One step for B envs: `(dist, value, new_carry)`; also what `init` traces."""
+        carry, y = self.cell_step(carry, self.encode(obs), start)
+        return self.policy_head(y, mask), self.value_head(y), carry
+
+
+def unroll(network: RecurrentActorCritic, params, obs: jax.Array, start: jax.Array, carry0,
+           mask: jax.Array | None = None) -> tuple[Policy, jax.Array, Any]:
+    """Re-run the cell over whole env sequences, as the update replays them.
+
+    obs [n, T, *obs_shape], start [n, T] (bool: step t begins an episode, so the carry resets
+    there first), carry0 [n, H] (the carry before step 0), mask [n, T, A] or None. Returns
+    `(dist over [n, T], values [n, T], the carry after each step [T, n, H])`: the torso and
+    heads run batched over all n x T steps, only the cell runs step by step."""
+    x = network.apply(params, obs, method="encode")  # [n, T, F]
+
+    def step(carry, inputs):
+        x_t, start_t = inputs
+        carry, y = network.apply(params, carry, x_t, start_t, method="cell_step")
+        return carry, (y, carry)
+
+    _, (y, carries) = jax.lax.scan(step, carry0, (jnp.swapaxes(x, 0, 1), start.T))
+    y = jnp.swapaxes(y, 0, 1)  # [n, T, H]
+    return (network.apply(params, y, mask, method="policy_head"),
+            network.apply(params, y, method="value_head"), carries)
+
+
 def draw_action_noise(key: jax.Array, discrete: bool, shape: tuple[int, ...]) -> jax.Array:
     """Noise for `sample_from_noise`, for many steps at once: Gumbel for a categorical
     policy (shape [..., A]), standard normal for a Gaussian one (shape [..., D])."""
@@ -236,9 +326,20 @@ def check_torso(config: PPOConfig, obs_shape: tuple[int, ...]) -> None:
                           f"{obs_shape[0]}x{obs_shape[1]} images; use torso: cnn (3x3) or mlp")
 
 
-def make_network(config: PPOConfig, env) -> ActorCritic:
+def is_recurrent(network) -> bool:
+    return bool(getattr(network, "recurrent", False))
+
+
+def make_network(config: PPOConfig, env) -> ActorCritic | RecurrentActorCritic:
     """Build the network for `config` and a `VecEnv`-like object (obs_shape, action_dim, discrete)."""
     check_torso(config, env.obs_shape)
+    if config.network != "feedforward":
+        return RecurrentActorCritic(
+            action_dim=env.action_dim, discrete=env.discrete, obs_ndim=len(env.obs_shape),
+            nvec=tuple(env.nvec) if env.multi_discrete else (),
+            hidden_sizes=tuple(config.hidden_sizes), activation=config.activation,
+            dtype=jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32,
+            torso=config.torso, cell=config.network, rnn_size=config.rnn_size)
     return ActorCritic(
         action_dim=env.action_dim,
         discrete=env.discrete,
@@ -251,5 +352,9 @@ def make_network(config: PPOConfig, env) -> ActorCritic:
     )
 
 
-def init_params(network: ActorCritic, key: jax.Array, obs_shape: tuple[int, ...]):
-    return network.init(key, jnp.zeros((1, *obs_shape), jnp.float32))
+def init_params(network: ActorCritic | RecurrentActorCritic, key: jax.Array,
+                obs_shape: tuple[int, ...]):
+    obs = jnp.zeros((1, *obs_shape), jnp.float32)
+    if is_recurrent(network):
+        return network.init(key, obs, network.initial_carry(1), jnp.ones((1,), bool))
+    return network.init(key, obs)

@@ -24,11 +24,11 @@ import numpy as np
 from jaxppo.checkpoint import load_checkpoint
 from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
-from jaxppo.episodes import cached, evaluate_runs, policy_action
+from jaxppo.episodes import cached, evaluate_runs, policy_action, recurrent_policy_action
 from jaxppo.errors import UsageError
 from jaxppo.files import check_writable
 from jaxppo.memory import check_eval_memory
-from jaxppo.networks import make_network
+from jaxppo.networks import is_recurrent, make_network
 from jaxppo.train import TrainState
 
 
@@ -36,9 +36,16 @@ from jaxppo.train import TrainState
 def _actor(config: PPOConfig, env_obj=None, env_params=None):
     """`(VecEnv, jitted policy_action)` for `config`, built once per config."""
     env = VecEnv.from_config(config, 1, env_obj, env_params)
-    act = functools.partial(policy_action, make_network(config, env),
-                            normalize=config.normalize_obs)
-    return env, jax.jit(act, static_argnames="deterministic")
+    network = make_network(config, env)
+    if is_recurrent(network):
+        def act(ts, obs, key, *, deterministic, mask, hidden):
+            start = jnp.zeros((obs.shape[0],), bool)
+            return recurrent_policy_action(network, ts, obs, hidden, start, key, mask=mask,
+                                           deterministic=deterministic,
+                                           normalize=config.normalize_obs)
+    else:
+        act = functools.partial(policy_action, network, normalize=config.normalize_obs)
+    return env, network, jax.jit(act, static_argnames="deterministic")
 
 
 class Policy(NamedTuple):
@@ -51,18 +58,38 @@ class Policy(NamedTuple):
     env: Any = None  # the environment instance the run trained on, if not `config.env_id`'s
     env_params: Any = None
 
+    @property
+    def recurrent(self) -> bool:
+        return self.config.network != "feedforward"
+
+    def initial_state(self, batch: int | None = None):
+        """A recurrent policy's state at an episode's start, for one observation (`batch`
+        None) or a batch of B; pass it to `act` and go on with the state `act` returns."""
+        if not self.recurrent:
+            raise UsageError(f"this policy ({self.config.network}) has no state; call act(obs)")
+        _, network, _ = _actor(self.config, self.env, self.env_params)
+        carry = network.initial_carry(1 if batch is None else batch)
+        return jax.tree.map(lambda c: c[0], carry) if batch is None else carry
+
     def act(self, obs, key: jax.Array | None = None, deterministic: bool = True,
-            mask=None) -> jax.Array:
+            mask=None, state=None):
         """The action for one observation [*obs_shape] (-> [*action_shape]) or a batch
         [B, *obs_shape] (-> [B, *action_shape]), through the saved observation normalizer when
         the run trained with one. Deterministic: the distribution's mode; else a sample, which
         needs `key`. Continuous actions are not clipped (the env adapter clips them, as it
         did in training). `mask` ([A] or [B, A] bool) restricts a masked env's policy to its
-        legal actions, as in training."""
+        legal actions, as in training.
+
+        A recurrent policy (`network: gru | lstm`) also takes its `state` (`initial_state()` at
+        an episode's start) and returns `(action, state)`: feed the state back each step."""
         if not deterministic and key is None:
             raise UsageError("Policy.act(obs, deterministic=False) samples and needs a PRNG key: "
                              "act(obs, key, deterministic=False)")
-        env, act = _actor(self.config, self.env, self.env_params)
+        env, _, act = _actor(self.config, self.env, self.env_params)
+        if self.recurrent and state is None:
+            raise UsageError("a recurrent policy acts from its state: "
+                             "state = policy.initial_state(); action, state = "
+                             "policy.act(obs, state=state)")
         obs_shape = env.obs_shape
         obs = jnp.asarray(obs, jnp.float32)
         single = obs.shape == obs_shape
@@ -75,8 +102,15 @@ class Policy(NamedTuple):
             if mask.shape != (obs.shape[0] if not single else 1, env.action_dim):
                 raise UsageError(f"action mask of shape {mask.shape}: {self.config.env_id} "
                                  f"takes ({env.action_dim},) per observation")
-        action = act(self.train_state, obs[None] if single else obs, key,
-                     deterministic=deterministic, mask=mask)
+        batch_obs = obs[None] if single else obs
+        if self.recurrent:
+            hidden = jax.tree.map(lambda c: c[None], state) if single else state
+            action, hidden = act(self.train_state, batch_obs, key, deterministic=deterministic,
+                                 mask=mask, hidden=hidden)
+            if single:
+                return action[0], jax.tree.map(lambda c: c[0], hidden)
+            return action, hidden
+        action = act(self.train_state, batch_obs, key, deterministic=deterministic, mask=mask)
         return action[0] if single else action
 
 

@@ -16,7 +16,7 @@ Axis legend: T = num_steps, N = num_envs.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import chex
 import jax
@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from jaxppo.collectives import fold_device
 from jaxppo.envs import EnvState, StepRandomness, VecEnv
-from jaxppo.networks import draw_action_noise
+from jaxppo.networks import draw_action_noise, is_recurrent
 from jaxppo.normalize import NormalizerState, rms_normalize, rms_update
 
 
@@ -37,6 +37,8 @@ class Transition(NamedTuple):
     terminated: jax.Array  # [T, N]
     done: jax.Array  # [T, N]
     mask: jax.Array | None = None  # [T, N, A] legal actions at obs (masked envs only)
+    start: jax.Array | None = None  # [T, N] bool: obs begins an episode (recurrent only)
+    hidden: Any = None  # [T, N, H] the carry after each step; only with `record_hidden`
 
 
 class EnvCarry(NamedTuple):
@@ -45,6 +47,8 @@ class EnvCarry(NamedTuple):
     env_state: EnvState
     obs: jax.Array  # [N, *obs_shape] raw observation to act on next
     discounted_return: jax.Array  # [N] running discounted return, for reward scaling
+    hidden: Any = None  # recurrent policies: the cell's carry after the last step [N, H]
+    start: jax.Array | None = None  # recurrent: [N] bool, `obs` begins an episode
 
 
 class EpisodeStats(NamedTuple):
@@ -63,6 +67,7 @@ class RolloutSettings(NamedTuple):
     normalize_obs: bool
     normalize_reward: bool
     axis_name: str | None = None  # set when one agent's envs are split over devices
+    record_hidden: bool = False  # keep a recurrent policy's carry per step (tests, analysis)
 
 
 class _StepCarry(NamedTuple):
@@ -83,8 +88,22 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
     obs = _observe(carry.norm, carry.env.obs, settings.normalize_obs)
     prev_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
     mask = env.action_mask(carry.env.env_state)
-    dist = network.apply(params, obs, mask, method="policy")
-    both = network.apply(params, jnp.concatenate([obs, prev_final]), method="value")
+    hidden = start = None
+    if is_recurrent(network):
+        # Rows 0..N-1: this step, the carry reset where an episode starts. Rows N..2N-1: the
+        # true final observation of the previous step, read with the carry it had (no reset),
+        # whose value a truncated episode bootstraps from.
+        start = carry.env.start
+        x = network.apply(params, jnp.concatenate([obs, prev_final]), method="encode")
+        twice = jax.tree.map(lambda h: jnp.concatenate([h, h]), carry.env.hidden)
+        new, y = network.apply(params, twice, x, jnp.concatenate([start, jnp.zeros_like(start)]),
+                               method="cell_step")
+        hidden = jax.tree.map(lambda h: h[:n], new)
+        dist = network.apply(params, y[:n], mask, method="policy_head")
+        both = network.apply(params, y, method="value_head")
+    else:
+        dist = network.apply(params, obs, mask, method="policy")
+        both = network.apply(params, jnp.concatenate([obs, prev_final]), method="value")
     value, prev_next_value = both[:n], both[n:]
     action = dist.sample_from_noise(action_noise)
     logp = dist.log_prob(action)
@@ -110,8 +129,11 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
         {k: carry.stats.metric_sums[k] + jnp.sum(done * step.metrics[k])
          for k in carry.stats.metric_sums},
     )
-    trans = Transition(obs, action, logp, value, reward, step.terminated, step.done, mask)
-    new_carry = _StepCarry(EnvCarry(env_state, step.obs, disc), step.final_obs, norm, stats)
+    trans = Transition(obs, action, logp, value, reward, step.terminated, step.done, mask, start,
+                       hidden if settings.record_hidden else None)
+    env_carry = EnvCarry(env_state, step.obs, disc, hidden,
+                         None if start is None else step.done)
+    new_carry = _StepCarry(env_carry, step.final_obs, norm, stats)
     return new_carry, (trans, prev_next_value)
 
 
@@ -130,7 +152,13 @@ def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, 
     carry, (traj, shifted) = jax.lax.scan(step_fn, init, (action_noise, env_rand))
     # shifted[t] = V(s'_{t-1}); the last step's true next state needs one more critic call.
     last_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
-    last_next_value = network.apply(params, last_final, method="value")
+    if is_recurrent(network):
+        x = network.apply(params, last_final, method="encode")
+        _, y = network.apply(params, carry.env.hidden, x, jnp.zeros((n,), bool),
+                             method="cell_step")
+        last_next_value = network.apply(params, y, method="value_head")
+    else:
+        last_next_value = network.apply(params, last_final, method="value")
     next_values = jnp.concatenate([shifted[1:], last_next_value[None]], axis=0)
     chex.assert_equal_shape([traj.value, next_values, traj.reward, traj.done])
     chex.assert_shape(traj.value, (settings.num_steps, env.num_envs))

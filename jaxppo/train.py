@@ -24,7 +24,7 @@ from jaxppo.config import Hparams, PPOConfig
 from jaxppo.envs import VecEnv
 from jaxppo.gae import compute_gae
 from jaxppo.loss import LossInfo, Minibatch, ppo_loss
-from jaxppo.networks import ActorCritic, init_params, make_network
+from jaxppo.networks import ActorCritic, init_params, is_recurrent, make_network
 from jaxppo.normalize import NormalizerState, normalizer_init, rms_update
 from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
 
@@ -93,11 +93,14 @@ def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
         params = init_params(network, net_key, env.obs_shape)
     opt_state = make_optimizer(hp, config).init(params)
     obs, env_state = env.reset(fold_device(env_key, axis_name))
+    hidden = start = None
+    if is_recurrent(network):
+        hidden, start = network.initial_carry(env.num_envs), jnp.ones((env.num_envs,), bool)
     normalizer = normalizer_init(env.obs_shape)
     if config.normalize_obs:
         normalizer = normalizer._replace(obs=rms_update(normalizer.obs, obs, axis_name))
     train_state = TrainState(params, opt_state, normalizer, jnp.int32(0))
-    env_carry = EnvCarry(env_state, obs, jnp.zeros((env.num_envs,), jnp.float32))
+    env_carry = EnvCarry(env_state, obs, jnp.zeros((env.num_envs,), jnp.float32), hidden, start)
     return RunnerState(train_state, env_carry, jnp.float32(0.0), jnp.float32(0.0), run_key)
 
 
@@ -130,13 +133,15 @@ def _minibatch_step(carry, idx, *, batch: Minibatch, hp: Hparams, lr, tx, networ
 
 
 def _epoch(carry, perm, *, batch: Minibatch, minibatch_step, config: PPOConfig):
-    idx = perm.reshape(config.num_minibatches, config.minibatch_size)
+    idx = perm.reshape(config.num_minibatches, -1)
     return jax.lax.scan(functools.partial(minibatch_step, batch=batch), carry, idx)
 
 
-def epoch_permutations(key: jax.Array, config: PPOConfig) -> jax.Array:
-    """One explicit permutation of the batch per epoch, `[update_epochs, B]`, in one call."""
-    bits = jax.random.bits(key, (config.update_epochs, config.batch_size))
+def epoch_permutations(key: jax.Array, config: PPOConfig, size: int | None = None) -> jax.Array:
+    """One explicit permutation of the batch per epoch, `[update_epochs, B]`, in one call
+    (of the `size = N` env sequences for a recurrent policy)."""
+    size = config.batch_size if size is None else size
+    bits = jax.random.bits(key, (config.update_epochs, size))
     return jnp.argsort(bits, axis=-1, stable=True).astype(jnp.int32)
 
 
@@ -158,18 +163,28 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
     advantages, returns = compute_gae(traj.reward, traj.value, next_values, traj.terminated,
                                       traj.done, hp.gamma, hp.gae_lambda)
 
-    flat = lambda x: x.reshape((config.batch_size, *x.shape[2:]))  # noqa: E731
-    batch = Minibatch(flat(traj.obs), flat(traj.action), flat(traj.logp), flat(traj.value),
-                      flat(advantages), flat(returns),
-                      None if traj.mask is None else flat(traj.mask))
-    chex.assert_shape(batch.logp_old, (config.batch_size,))
+    if is_recurrent(network):
+        # Minibatches are whole env sequences: env-major [N, T, ...], split on the env axis.
+        em = lambda x: None if x is None else jnp.swapaxes(x, 0, 1)  # noqa: E731
+        batch = Minibatch(em(traj.obs), em(traj.action), em(traj.logp), em(traj.value),
+                          em(advantages), em(returns), em(traj.mask), em(traj.start),
+                          runner.env.hidden)
+        chex.assert_shape(batch.logp_old, (env.num_envs, config.num_steps))
+        perm_size = env.num_envs
+    else:
+        flat = lambda x: x.reshape((config.batch_size, *x.shape[2:]))  # noqa: E731
+        batch = Minibatch(flat(traj.obs), flat(traj.action), flat(traj.logp), flat(traj.value),
+                          flat(advantages), flat(returns),
+                          None if traj.mask is None else flat(traj.mask))
+        chex.assert_shape(batch.logp_old, (config.batch_size,))
+        perm_size = config.batch_size
 
     lr = learning_rate(hp, config, ts.step)
     tx = make_optimizer(hp, config)
     minibatch_step = functools.partial(_minibatch_step, hp=hp, lr=lr, tx=tx, network=network,
                                        config=config, axis_name=axis_name)
     epoch = functools.partial(_epoch, batch=batch, minibatch_step=minibatch_step, config=config)
-    perms = epoch_permutations(fold_device(epoch_key, axis_name), config)
+    perms = epoch_permutations(fold_device(epoch_key, axis_name), config, perm_size)
     (params, opt_state, _), (info, grad_norms, applied) = jax.lax.scan(
         epoch, (ts.params, ts.opt_state, jnp.bool_(False)), perms)
 

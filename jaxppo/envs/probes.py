@@ -11,6 +11,10 @@ They register as `probe/<Name>-v0` and run through the same `make_train` as any 
 | probe/TwoStep-v0       | V(0) = gamma, V(1) = 1: reward arrives one step later (discounting)     |
 | probe/Action-v0        | pick action 1 (reward +1; action 0 gives -1): the policy gradient works |
 | probe/Truncation-v0    | V(s) = 1/(1-gamma): reward 1 forever, cut by a time limit of 5 steps    |
+| probe/Memory-v0        | remember a cue: shown at step 0, acted on 4 steps later (+1 / -1)        |
+
+And `StatelessCartPole-v1`: gymnax's CartPole with the two velocities hidden (POPGym's
+"stateless CartPole"), solvable only by a policy that infers them from successive positions.
 """
 
 from __future__ import annotations
@@ -112,6 +116,63 @@ class Truncation(_Probe):
         return self._out(state.replace(time=state.time + 1), 1.0, False)
 
 
+class Memory(_Probe):
+    """Step 0 shows the cue (+1 or -1) and asks nothing; steps 1..k-1 show 0; step k shows the
+    query flag and rewards action 1 for cue +1, action 0 for cue -1 (+1 right, -1 wrong), then
+    ends. A feedforward policy sees the same query observation either way, so it is at chance
+    (mean return 0); a recurrent one can carry the cue to the query and earn 1."""
+
+    num_actions_ = 2
+    delay = 4
+
+    def get_obs(self, state, params=None, key=None):
+        shown = jnp.where(state.time == 0, state.obs, 0.0)
+        return jnp.stack([shown, jnp.asarray(state.time == self.delay, jnp.float32)])
+
+    def observation_space(self, params):
+        return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+
+    def reset_env(self, key, params):
+        s = ProbeState(obs=jnp.where(jax.random.bernoulli(key), 1.0, -1.0), time=0)
+        return self.get_obs(s), s
+
+    def step_env(self, key, state, action, params):
+        query = state.time == self.delay
+        right = jnp.where(state.obs > 0, action == 1, action == 0)
+        reward = jnp.where(query, jnp.where(right, 1.0, -1.0), 0.0)
+        return self._out(state.replace(time=state.time + 1), reward, query)
+
+
+class StatelessCartPole:
+    """CartPole-v1 observing only cart position and pole angle (velocities hidden)."""
+
+    def __init__(self):
+        import gymnax
+
+        self.inner, self.default_params = gymnax.make("CartPole-v1")
+
+    def _hide(self, obs):
+        return obs[jnp.array([0, 2])]
+
+    def reset_env(self, key, params):
+        obs, state = self.inner.reset_env(key, params)
+        return self._hide(obs), state
+
+    def step_env(self, key, state, action, params):
+        obs, state, reward, done, info = self.inner.step_env(key, state, action, params)
+        return self._hide(obs), state, reward, done, info
+
+    def is_truncated(self, state, params):
+        return self.inner.is_truncated(state, params)
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (2,), jnp.float32)
+
+    def action_space(self, params):
+        return self.inner.action_space(params)
+
+
 PROBES = {f"probe/{cls.__name__}-v0": cls
-          for cls in (Constant, ObsReward, TwoStep, Action, Truncation)}
+          for cls in (Constant, ObsReward, TwoStep, Action, Truncation, Memory)}
+PROBES["StatelessCartPole-v1"] = StatelessCartPole
 """The probe ids and their classes; `envs` registers them."""
