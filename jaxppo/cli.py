@@ -76,6 +76,11 @@ def setup_devices(args):
     return make_mesh(args.devices or "all")
 
 
+def _num(x: float) -> str:
+    """A return to print: one decimal for CartPole's 500.0, three digits for MiniGrid's 0.961."""
+    return f"{x:.1f}" if abs(x) >= 10 or x == 0 else f"{x:.3g}"
+
+
 class _Header(Callback):
     """The CLI's first lines: what runs where, the compile time (when no progress display says
     it), and where a resumed run picks up."""
@@ -165,8 +170,9 @@ def cmd_train(args) -> int:
         print(f"{exp.config.env_id} solved in {result.solved['wall_s']:.1f} s after "
               f"{result.solved['episodes']:,.0f} episodes ({result.solved['env_steps']:,} steps)")
     rets = s["final_return"]
-    spread = f" ± {s['final_return_std']:.1f} over {len(rets)} seeds" if len(rets) > 1 else ""
-    print(f"final return: {s['final_return_mean']:.1f}{spread} | {s['sps']:,.0f} SPS "
+    spread = (f" ± {_num(s['final_return_std'])} over {len(rets)} seeds" if len(rets) > 1
+              else "")
+    print(f"final return: {_num(s['final_return_mean'])}{spread} | {s['sps']:,.0f} SPS "
           f"| compile {s['compile_s']:.1f} s | wall {s['wall_s']:.1f} s")
     return 0
 

@@ -17,7 +17,7 @@ CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
 
 
 def test_all_shipped_configs_load():
-    assert len(CONFIGS) == 12
+    assert len(CONFIGS) >= 12  # every file here, suites included (the dev extra has them)
     for path in CONFIGS:
         cfg = load_config(path)
         assert cfg.num_updates >= 1

@@ -141,7 +141,3 @@ class NavixEnv:
 
     def action_space(self, params: Any = None) -> Discrete:
         return Discrete(len(self.env.action_set))
-
-    @property
-    def max_steps(self) -> int:
-        return int(self.env.max_steps)

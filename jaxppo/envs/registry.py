@@ -136,6 +136,10 @@ def check_env_id(env_id: str) -> None:
     source = source_of(env_id)
     if source is not None:
         ids = source.env_ids()
+        unsupported = getattr(source, "unsupported_reason", None)
+        reason = unsupported(env_id) if unsupported and env_id not in ids else None
+        if reason:  # a real id of the suite that this adapter cannot offer (assets online)
+            raise ConfigError(f"config key 'env_id': {reason}")
         if env_id not in ids:
             raise _unknown(env_id, ids, f"{source.SUITE} environment")
         return
