@@ -120,6 +120,10 @@ class CraftaxEnv:
     """One Craftax env with jaxppo's protocol: its own `reset_env`/`step_env`, with the time
     limit taken out of `terminated` and reported by `is_truncated`."""
 
+    # Generating a world costs ~100 steps' worth: VecEnv resets only on steps where an episode
+    # ended instead of pre-drawing a reset for every env and step of the rollout.
+    expensive_reset = True
+
     def __init__(self, name: str, inner: Any, params: Any):
         self.name = name
         self.inner = inner  # craftax's NoAutoReset env
