@@ -29,7 +29,7 @@ def child(argv, extra_env=None, timeout=600):
                           env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize("check", ["seeds", "envs_math", "envs_learns"])
+@pytest.mark.parametrize("check", ["seeds", "envs_math", "envs_learns", "recurrent"])
 def test_sharded_checks(check):
     p = child([os.path.join(ROOT, "tests", "sharded_checks.py"), check])
     assert p.returncode == 0 and f"OK {check}" in p.stdout, p.stderr[-3000:]
