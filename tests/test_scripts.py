@@ -22,6 +22,11 @@ def test_benchmark_quick(tmp_path):
     assert (tmp_path / "b.md").read_text().startswith("Machine:")
 
 
+def test_benchmark_policies_quick():
+    out = run("scripts/benchmark_policies.py", "--quick", "--only", "networks", "--seeds", "1")
+    assert "| GRU 128 (torso [64]) |" in out and "| LSTM 128 (torso [64]) |" in out
+
+
 def test_benchmark_returns_tiny():
     out = run("scripts/benchmark_returns.py", "--configs", "configs/cartpole.yaml",
               "--max-steps", "2048", "--seeds", "2")

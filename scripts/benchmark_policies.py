@@ -1,0 +1,110 @@
+"""Recurrent and convolutional policies, and the env suites, on this machine (Markdown rows;
+each SPS the median of interleaved repeats, compile time apart).
+
+    python scripts/benchmark_policies.py --only networks   # MLP vs GRU vs LSTM, CartPole shape
+    python scripts/benchmark_policies.py --only suites     # one shipped config per suite
+    python scripts/benchmark_policies.py --quick           # tiny budgets: the script runs (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+
+from jaxppo import PPOConfig, load_config, make_train
+from jaxppo._xla import compiler_options
+from jaxppo.machine import describe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUITE_CONFIGS = ("playground_cartpole_balance", "craftax_classic_symbolic", "jumanji_snake",
+                 "navix_empty", "xminigrid_empty")
+
+
+def compiled(config: PPOConfig, seeds: int):
+    keys = jax.random.split(jax.random.key(0), seeds)
+    fn = jax.vmap(make_train(config))
+    t0 = time.perf_counter()
+    prog = jax.jit(fn).lower(keys).compile(compiler_options=compiler_options(jax.default_backend()))
+    return prog, keys, time.perf_counter() - t0
+
+
+def interleaved(programs: dict, repeats: int) -> dict[str, tuple[float, object]]:
+    """Median wall time of each program over `repeats` rounds, run in turn each round."""
+    times: dict[str, list[float]] = {k: [] for k in programs}
+    outs = {}
+    for _ in range(repeats):
+        for name, (prog, keys) in programs.items():
+            t0 = time.perf_counter()
+            outs[name] = jax.block_until_ready(prog(keys))
+            times[name].append(time.perf_counter() - t0)
+    return {k: (float(np.median(v)), outs[k]) for k, v in times.items()}
+
+
+def networks(quick: bool, repeats: int) -> str:
+    """The default CartPole shape (4 envs x 128 steps, 4 x 4 minibatches), 1 seed."""
+    base = PPOConfig(total_timesteps=8 * 512 if quick else 100_352)
+    variants = {"MLP [64, 64]": base,
+                "GRU 128 (torso [64])": dataclasses.replace(base, network="gru",
+                                                            hidden_sizes=(64,)),
+                "LSTM 128 (torso [64])": dataclasses.replace(base, network="lstm",
+                                                             hidden_sizes=(64,))}
+    progs, compile_s = {}, {}
+    for name, cfg in variants.items():
+        prog, keys, compile_s[name] = compiled(cfg, 1)
+        progs[name] = (prog, keys)
+    timed = interleaved(progs, repeats)
+    rows = ["| policy | compile s | run s | SPS |", "|---|---|---|---|"]
+    for name, (run_s, _) in timed.items():
+        rows.append(f"| {name} | {compile_s[name]:.1f} | {run_s:.2f} | "
+                    f"{base.env_steps / run_s:,.0f} |")
+    return "\n".join(rows) + "\n"
+
+
+def suites(quick: bool, repeats: int, seeds: int) -> str:
+    rows = ["| config | env | steps x seeds | compile s | run s | SPS (all seeds) | final return "
+            "(mean over seeds) |", "|---|---|---|---|---|---|---|"]
+    for name in SUITE_CONFIGS:
+        path = os.path.join(ROOT, "configs", f"{name}.yaml")
+        try:
+            cfg = load_config(path)
+        except Exception as e:  # noqa: BLE001 - a missing extra: say so in the row
+            rows.append(f"| {name} | - | - | - | - | - | skipped: {e} |")
+            continue
+        if quick:
+            cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 2)
+        prog, keys, compile_s = compiled(cfg, seeds)
+        run_s, out = interleaved({name: (prog, keys)}, repeats)[name]
+        ret = np.asarray(out.metrics["episodic_return"])[:, -1].mean()
+        rows.append(f"| {name}.yaml | {cfg.env_id} | {cfg.env_steps:,} x {seeds} | "
+                    f"{compile_s:.1f} | {run_s:.1f} | {cfg.env_steps * seeds / run_s:,.0f} | "
+                    f"{ret:.3g} |")
+        print(rows[-1], flush=True)
+    return "\n".join(rows) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="networks,suites")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=4)
+    args = p.parse_args(argv)
+    print(f"machine: {describe()}\n")
+    parts = args.only.split(",")
+    if "networks" in parts:
+        print("### MLP vs recurrent policies (CartPole-v1 default shape, 1 seed)\n")
+        print(networks(args.quick, 1 if args.quick else args.repeats))
+    if "suites" in parts:
+        print(f"### One shipped config per env suite ({args.seeds} seeds vmapped)\n")
+        print(suites(args.quick, 1 if args.quick else args.repeats, args.seeds))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
