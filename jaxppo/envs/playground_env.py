@@ -29,6 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from jaxppo.envs.spaces import Box
 from jaxppo.envs.suite import require
@@ -92,7 +93,7 @@ def _flatten(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict):
             flat.update(_flatten(value, f"{prefix}{key}."))
         else:
-            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+            flat[f"{prefix}{key}"] = value
     return flat
 
 
@@ -147,11 +148,31 @@ def _finite(x: jax.Array) -> jax.Array:
     return jnp.where(jnp.isfinite(x), x, jnp.zeros_like(x))
 
 
+@struct.dataclass
+class PlaygroundState:
+    """Playground's own `State` (mjx `data`, obs, reward, done, metrics, info) kept as its
+    leaves: checkpoints save the env state with flax's serialization, which knows tuples of
+    arrays but not MJX's `Data` class. `.playground` is the `State` itself."""
+
+    leaves: tuple
+    treedef: Any = struct.field(pytree_node=False)
+
+    @classmethod
+    def wrap(cls, state: Any) -> PlaygroundState:
+        leaves, treedef = jax.tree.flatten(state)
+        return cls(tuple(leaves), treedef)
+
+    @property
+    def playground(self) -> Any:
+        return jax.tree.unflatten(self.treedef, self.leaves)
+
+
 class PlaygroundEnv:
-    """One Playground environment with jaxppo's env protocol. The state is Playground's own
-    `State` (mjx `data`, obs, reward, done, metrics, info); params are unused (None)."""
+    """One Playground environment with jaxppo's env protocol: Playground's `State` (wrapped in
+    a `PlaygroundState`) is the state; params are unused (None)."""
 
     expensive_reset = True  # reset runs mjx.forward: reset lazily, only where episodes end
+    default_params = None
 
     def __init__(self, env_id: str, env: Any):
         self.env_id = env_id
@@ -172,11 +193,9 @@ class PlaygroundEnv:
         obs = jax.eval_shape(env.reset, jax.random.key(0)).obs
         self.obs_shape = tuple(obs.shape) if hasattr(obs, "shape") else None
 
-    default_params = None
-
     def reset_env(self, key: jax.Array, params: Any = None):
         state = self.playground_env.reset(key)
-        return state.obs, state
+        return state.obs, PlaygroundState.wrap(state)
 
     def _step(self, state: Any, action: jax.Array) -> Any:
         if self.action_repeat == 1:
@@ -189,12 +208,13 @@ class PlaygroundEnv:
         state, rewards = jax.lax.scan(repeat, state, None, length=self.action_repeat)
         return state.replace(reward=jnp.sum(rewards))
 
-    def step_env(self, key: jax.Array, state: Any, action: jax.Array, params: Any = None):
+    def step_env(self, key: jax.Array, state: PlaygroundState, action: jax.Array,
+                 params: Any = None):
         del key  # the physics is deterministic; randomness enters through resets only
-        state = self._step(state, action)
-        terminated = state.done > 0.5
-        obs = jax.tree.map(_finite, state.obs)
-        return obs, state, _finite(state.reward), terminated, {}
+        nxt = self._step(state.playground, action)
+        terminated = nxt.done > 0.5
+        obs = jax.tree.map(_finite, nxt.obs)
+        return obs, PlaygroundState.wrap(nxt), _finite(nxt.reward), terminated, {}
 
     def observation_space(self, params: Any = None) -> Box:
         return Box(-np.inf, np.inf, self.obs_shape or ())
