@@ -120,15 +120,16 @@ class CraftaxEnv:
     """One Craftax env with jaxppo's protocol: its own `reset_env`/`step_env`, with the time
     limit taken out of `terminated` and reported by `is_truncated`."""
 
-    # Generating a world costs ~100 steps' worth: VecEnv resets only on steps where an episode
-    # ended instead of pre-drawing a reset for every env and step of the rollout.
+    # Generating a world costs ~100 steps' worth (~1 ms on a CPU core): VecEnv resets only on
+    # steps where an episode ended instead of pre-drawing a world for every env and step of
+    # the rollout (under a vmap over seeds that `lax.cond` runs both sides, so seeds are best
+    # run one after another on a CPU).
     expensive_reset = True
 
     def __init__(self, name: str, inner: Any, params: Any):
         self.name = name
         self.inner = inner  # craftax's NoAutoReset env
         self._params = params
-        self.classic = "Classic" in name
 
     @property
     def default_params(self) -> Any:
