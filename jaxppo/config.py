@@ -47,6 +47,9 @@ class PPOConfig:
     `custom/<name>`, a label for an environment instance given as `make_train(..., env=)`."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments for the environment's constructor (or its suite's adapter)."""
+    env_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Fields of the environment's params to replace (gymnax's `EnvParams`: e.g.
+    `{memory_length: 20}` for MemoryChain-bsuite, `{max_steps_in_episode: 200}`)."""
     obs_field: str | None = None
     """For dict/NamedTuple observations: the field to train on (`"a,b"` joins several, `"*"`
     all of them, flattened)."""
@@ -142,6 +145,7 @@ class PPOConfig:
         d = dataclasses.asdict(self)
         d["hidden_sizes"] = list(self.hidden_sizes)
         d["env_kwargs"] = _thaw(self.env_kwargs)
+        d["env_params"] = _thaw(self.env_params)
         return d
 
 

@@ -44,7 +44,7 @@ from jaxppo import Experiment, PPOConfig, estimate_memory, load_config
 from jaxppo.machine import describe, peak_device_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ("agents", "envs", "minatar", "brax", "precision", "purejaxrl")
+PARTS = ("agents", "envs", "minatar", "brax", "precision", "policies", "suites", "purejaxrl")
 COLUMNS = ["part", "what", "agents", "num_envs", "env_steps", "compile_s", "run_s", "sps",
            "final_return", "peak_mem_gib", "estimate_gib", "note"]
 
@@ -168,8 +168,44 @@ def part_brax(report: Report, tiny: bool) -> None:
                                     num_minibatches=min(cfg.num_minibatches, n),
                                     hidden_sizes=(16,) if tiny else cfg.hidden_sizes)
             run_row(report, "brax", f"{env} throughput", c, 1)
-    report.add(part="brax", what="MuJoCo Playground CartpoleBalance, CheetahRun",
-               note="skipped: jaxppo has no MuJoCo Playground adapter yet (issue 14)")
+
+
+def part_policies(report: Report, tiny: bool) -> None:
+    """Recurrent vs feedforward on CartPole (2048 agents), CNN vs MLP on MinAtar-Breakout."""
+    cart = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"))
+    small = dict(total_timesteps=cart.batch_size * 2, hidden_sizes=(16,), rnn_size=16)
+    for net in ("feedforward", "gru", "lstm"):
+        c = dataclasses.replace(cart, network=net, **(small if tiny else {}))
+        if net != "feedforward" and not tiny:
+            c = dataclasses.replace(c, hidden_sizes=(64,))
+        run_row(report, "policies", f"CartPole-v1 {net}", c, 2 if tiny else 2048)
+    for torso in ("mlp", "cnn"):
+        cfg = load_config(os.path.join(ROOT, "configs", "minatar_breakout.yaml"),
+                          {"torso": torso})
+        if tiny:
+            cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 2, hidden_sizes=(16,))
+        run_row(report, "policies", f"Breakout-MinAtar {torso}, {cfg.env_steps:.0e} steps", cfg,
+                1 if tiny else 16)
+
+
+SUITE_CONFIGS = ("playground_cartpole_balance", "craftax_classic_symbolic", "jumanji_snake",
+                 "navix_empty", "xminigrid_empty")
+
+
+def part_suites(report: Report, tiny: bool) -> None:
+    """One shipped config per JAX env suite (a budget cut to fit one call on a GPU)."""
+    for name in SUITE_CONFIGS:
+        try:
+            cfg = load_config(os.path.join(ROOT, "configs", f"{name}.yaml"))
+        except Exception as e:  # noqa: BLE001 - a missing extra is a row, not a crash
+            report.add(part="suites", what=name, note=f"skipped: {str(e)[:160]}")
+            continue
+        if tiny:
+            c = dataclasses.replace(cfg, num_envs=8, num_steps=16, num_minibatches=2,
+                                    total_timesteps=256, hidden_sizes=(16,))
+        else:
+            c = dataclasses.replace(cfg, total_timesteps=min(cfg.total_timesteps, 50_000_000))
+        run_row(report, "suites", f"{cfg.env_id}, {c.env_steps:.0e} steps", c, 1)
 
 
 def part_precision(report: Report, tiny: bool) -> None:
@@ -304,7 +340,8 @@ def main(argv: list[str] | None = None) -> None:
         part_purejaxrl(report, args.tiny, args.purejaxrl)
     else:
         {"agents": part_agents, "envs": part_envs, "minatar": part_minatar, "brax": part_brax,
-         "precision": part_precision}[part](report, args.tiny)
+         "precision": part_precision, "policies": part_policies,
+         "suites": part_suites}[part](report, args.tiny)
     print(f"wrote {args.out}.json and {args.out}.md", flush=True)
 
 

@@ -314,3 +314,12 @@ def test_the_readme_shows_the_example_env_as_it_is_on_disk():
     source = open(os.path.join(ROOT, "scripts", "corridor.py"), encoding="utf-8").read()
     shown = source[source.index("@struct.dataclass"):source.index('\nif __name__')].strip()
     assert shown in readme
+
+
+def test_env_params_replace_fields_of_the_params_and_name_the_valid_ones():
+    config = PPOConfig(env_id="MemoryChain-bsuite", env_params={"memory_length": 20},
+                       num_envs=2, num_steps=8, total_timesteps=32, num_minibatches=2)
+    assert make_train(config).env.params.memory_length == 20
+    with pytest.raises(ConfigError, match="no field memory_lenght; its fields: ") as e:
+        make_train(dataclasses.replace(config, env_params={"memory_lenght": 20}))
+    assert "max_steps_in_episode" in str(e.value) and "\n" not in str(e.value)

@@ -42,7 +42,8 @@ def test_gpu_suite_tiny(tmp_path):
     data = json.load(open(tmp_path / "suite.json"))
     assert data["device"]["platform"] == "cpu" and data["device"]["jax"]
     parts = {r["part"] for r in data["rows"]}
-    assert parts == {"agents", "envs", "minatar", "brax", "precision", "purejaxrl"}
+    assert parts == {"agents", "envs", "minatar", "brax", "precision", "policies", "suites",
+                     "purejaxrl"}
     measured = [r for r in data["rows"] if r["sps"] is not None]
     assert len(measured) >= 12 and all(r["sps"] > 0 and r["compile_s"] > 0 for r in measured)
     assert (tmp_path / "suite.md").read_text().startswith("Device: **cpu**")

@@ -11,6 +11,7 @@ Axis legend: N = num_envs.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import chex
@@ -20,6 +21,19 @@ import jax.numpy as jnp
 from jaxppo.envs.protocol import EnvInfo, inspect_env
 from jaxppo.envs.registry import make_env
 from jaxppo.envs.spaces import ActionSpec
+from jaxppo.errors import ConfigError
+
+
+def replace_params(params: Any, overrides: dict[str, Any], env_id: str) -> Any:
+    """`params` with the fields in `overrides` replaced (config key `env_params`), or one line
+    naming the fields it has."""
+    fields = ([f.name for f in dataclasses.fields(params)] if dataclasses.is_dataclass(params)
+              else [])
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise ConfigError(f"config key 'env_params': {env_id!r}'s params have no field "
+                          f"{', '.join(unknown)}; its fields: {', '.join(fields) or 'none'}")
+    return dataclasses.replace(params, **overrides)
 
 
 class EnvState(NamedTuple):
@@ -73,7 +87,8 @@ class VecEnv:
 
     def __init__(self, env_id: str, num_envs: int, *, env: Any = None, env_params: Any = None,
                  env_kwargs: dict[str, Any] | None = None, obs_field: str | None = None,
-                 max_episode_steps: int | None = None):
+                 max_episode_steps: int | None = None,
+                 params_overrides: dict[str, Any] | None = None):
         self.env_id = env_id
         self.num_envs = num_envs
         if env is None:
@@ -81,6 +96,8 @@ class VecEnv:
             env_params = params if env_params is None else env_params
         elif env_params is None:
             env_params = getattr(env, "default_params", None)
+        if params_overrides:
+            env_params = replace_params(env_params, params_overrides, env_id)
         self.env, self.params = env, env_params
         self.obs_field = obs_field or getattr(env, "default_obs_field", None)
         label = f"environment {env_id!r}"
@@ -114,7 +131,8 @@ class VecEnv:
         """The VecEnv a `PPOConfig` describes (its env keys), with `num_envs` copies."""
         return cls(config.env_id, num_envs, env=env, env_params=env_params,
                    env_kwargs=config.env_kwargs, obs_field=config.obs_field,
-                   max_episode_steps=config.max_episode_steps)
+                   max_episode_steps=config.max_episode_steps,
+                   params_overrides=config.env_params)
 
     def resized(self, num_envs: int) -> VecEnv:
         """The same environment with `num_envs` copies (evaluation, the memory estimate)."""
