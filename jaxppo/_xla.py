@@ -16,6 +16,7 @@ you set them, hangs included.
 from __future__ import annotations
 
 import os
+import warnings
 from importlib import metadata
 
 import jax
@@ -38,6 +39,21 @@ def apply_xla_cpu_flags() -> None:
     if "xla_cpu_enable_concurrency_optimized_scheduler" in flags or _jaxlib_version() < (0, 10):
         return
     os.environ["XLA_FLAGS"] = f"{flags} {FLAG}".strip()
+    if _backend_started():
+        # Some env suites (Jumanji, gymnax's env modules) create arrays at import, which starts
+        # JAX's CPU backend; XLA_FLAGS set after that are not read.
+        warnings.warn("jaxppo was imported after JAX started its CPU backend (e.g. after "
+                      "`import jumanji`), so its XLA:CPU deadlock workaround is off for this "
+                      "process; import jaxppo first", RuntimeWarning, stacklevel=3)
+
+
+def _backend_started() -> bool:
+    try:
+        from jax._src import xla_bridge  # JAX's own record of it; private, so guarded
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):
+        return False
 
 
 def compiler_options(backend: str) -> dict | None:

@@ -66,7 +66,7 @@ def networks(quick: bool, repeats: int) -> str:
     return "\n".join(rows) + "\n"
 
 
-def suites(quick: bool, repeats: int, seeds: int) -> str:
+def suites(quick: bool, repeats: int, seeds: int, steps: int) -> str:
     rows = ["| config | env | steps x seeds | compile s | run s | SPS (all seeds) | final return "
             "(mean over seeds) |", "|---|---|---|---|---|---|---|"]
     for name in SUITE_CONFIGS:
@@ -76,8 +76,9 @@ def suites(quick: bool, repeats: int, seeds: int) -> str:
         except Exception as e:  # noqa: BLE001 - a missing extra: say so in the row
             rows.append(f"| {name} | - | - | - | - | - | skipped: {e} |")
             continue
-        if quick:
-            cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 2)
+        budget = cfg.batch_size * 2 if quick else max(cfg.batch_size, min(steps,
+                                                                         cfg.total_timesteps))
+        cfg = dataclasses.replace(cfg, total_timesteps=budget)
         prog, keys, compile_s = compiled(cfg, seeds)
         run_s, out = interleaved({name: (prog, keys)}, repeats)[name]
         ret = np.asarray(out.metrics["episodic_return"])[:, -1].mean()
@@ -94,6 +95,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--steps", type=int, default=200_000, help="suites: steps per seed (cap)")
     args = p.parse_args(argv)
     print(f"machine: {describe()}\n")
     parts = args.only.split(",")
@@ -102,7 +104,7 @@ def main(argv=None) -> int:
         print(networks(args.quick, 1 if args.quick else args.repeats))
     if "suites" in parts:
         print(f"### One shipped config per env suite ({args.seeds} seeds vmapped)\n")
-        print(suites(args.quick, 1 if args.quick else args.repeats, args.seeds))
+        print(suites(args.quick, 1 if args.quick else args.repeats, args.seeds, args.steps))
     return 0
 
 

@@ -135,7 +135,10 @@ def _generator(jumanji: Any, name: str, own: dict, rest: dict, takes: set, env_i
 
 @struct.dataclass
 class JumanjiState:
-    inner: Any  # the Jumanji env's own state (it carries its own PRNG key)
+    """The Jumanji state is kept as its leaves (`JumanjiEnv.suite_state` rebuilds it): Jumanji's
+    chex dataclasses are not flax-serialisable, and checkpoints save the env state."""
+
+    leaves: tuple  # the Jumanji env's own state, flattened (it carries its own PRNG key)
     truncated: jax.Array  # bool: the last step ended the episode by a time limit
     metrics: dict[str, jax.Array]  # the last step's scalar `extras`, float32
 
@@ -172,6 +175,7 @@ class JumanjiEnv:
         self.suite_env = suite_env
         self.time_limit = getattr(suite_env, "time_limit", None)
         state, ts = jax.eval_shape(suite_env.reset, jax.random.key(0))
+        self._treedef = jax.tree.structure(state)
         self._counter = next((c for c in COUNTERS if isinstance(getattr(state, c, None),
                                                                  jax.ShapeDtypeStruct)), None)
         raw_fields = _fields(ts.observation)
@@ -270,11 +274,12 @@ class JumanjiEnv:
     def reset_env(self, key: jax.Array, params: Any = None):
         inner, ts = self.suite_env.reset(key)
         zeros = {k: jnp.float32(0.0) for k in self.metric_names}
-        return self._obs(ts.observation), JumanjiState(inner, jnp.bool_(False), zeros)
+        state = JumanjiState(tuple(jax.tree.leaves(inner)), jnp.bool_(False), zeros)
+        return self._obs(ts.observation), state
 
     def step_env(self, key: jax.Array, state: JumanjiState, action: jax.Array, params: Any = None):
         del key  # Jumanji's step takes no key: its randomness is in the state
-        inner, ts = self.suite_env.step(state.inner, self._to_suite(action))
+        inner, ts = self.suite_env.step(self.suite_state(state), self._to_suite(action))
         last = ts.step_type == 2  # StepType.LAST
         time_up = jnp.bool_(False)
         if self.time_limit is not None and self._counter is not None:
@@ -284,8 +289,12 @@ class JumanjiEnv:
         terminated = last & ~truncated
         reward = jnp.sum(ts.reward).astype(jnp.float32)  # multi-agent: the team's reward
         metrics = {k: jnp.asarray(ts.extras[k], jnp.float32) for k in self.metric_names}
-        new_state = JumanjiState(inner, truncated, metrics)
+        new_state = JumanjiState(tuple(jax.tree.leaves(inner)), truncated, metrics)
         return self._obs(ts.observation), new_state, reward, terminated, dict(ts.extras)
+
+    def suite_state(self, state: JumanjiState) -> Any:
+        """Jumanji's own state (for its `render`, or to step it directly)."""
+        return jax.tree.unflatten(self._treedef, state.leaves)
 
     def is_truncated(self, state: JumanjiState, params: Any = None) -> jax.Array:
         return state.truncated
