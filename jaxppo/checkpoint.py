@@ -127,11 +127,27 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     return header, state
 
 
+def _with_new_empty_fields(template: Any, saved: Any) -> Any:
+    """`saved` with the fields that later versions added and that hold nothing in this run
+    (a feedforward run's `hidden`, an unmasked env's `mask`: None) filled in, so checkpoints
+    written before those fields existed still load."""
+    if not isinstance(template, dict) or not isinstance(saved, dict):
+        return saved
+    out = dict(saved)
+    for k, t in template.items():
+        if k in out:
+            out[k] = _with_new_empty_fields(t, out[k])
+        elif t is None or t == {}:
+            out[k] = t
+    return out
+
+
 def restore_into(template, state_dict: dict, source: str):
     """Fill `template` (a runner state, leaves may be ShapeDtypeStructs) from `state_dict`,
     checking that every leaf's shape matches; keys come back as typed PRNG keys."""
     host_template = jax.tree.map(
         lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
+    state_dict = _with_new_empty_fields(serialization.to_state_dict(host_template), state_dict)
     try:
         restored = serialization.from_state_dict(host_template, state_dict)
     except (ValueError, KeyError, TypeError) as e:

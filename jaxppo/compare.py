@@ -65,6 +65,13 @@ def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
     if config.env_id not in GYMNASIUM_IDS:
         raise ConfigError(f"config key 'env_id': jaxppo compare runs envs that gymnasium has too "
                           f"({', '.join(GYMNASIUM_IDS)}), not {config.env_id!r}")
+    default = PPOConfig()
+    differ = [k for k in ("network", "torso", "env_kwargs", "env_params", "obs_field",
+                          "max_episode_steps") if getattr(config, k) != getattr(default, k)]
+    if differ:
+        raise ConfigError(f"config key '{differ[0]}': jaxppo compare runs SB3's MLP policy on the "
+                          f"stock gymnasium env, so {', '.join(differ)} would compare different "
+                          "things; use the defaults for a side-by-side run")
     notes = []
     if config.clip_vloss:
         config = dataclasses.replace(config, clip_vloss=False)

@@ -158,6 +158,20 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def _plain(key: str, value: Any) -> Any:
+    """YAML- and checkpoint-ready data (NumPy scalars as Python numbers), or one line."""
+    if isinstance(value, dict):
+        return {k: _plain(key, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(key, v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    _fail(key, f"holds {value!r} ({type(value).__name__})",
+          "use plain numbers, strings, booleans, lists and mappings (what YAML can hold)")
+
+
 def _thaw(value: Any) -> Any:
     """Plain YAML-ready data: dicts and lists, recursively."""
     if isinstance(value, dict):
@@ -210,7 +224,7 @@ def _coerce(key: str, value: Any) -> Any:
         out = str(value) if isinstance(value, str) else None
     elif typing.get_origin(base) is dict:
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            out = _thaw(value)
+            out = _plain(key, _thaw(value))
     elif isinstance(value, (list, tuple)):  # tuple[int, ...]
         ints = [_as_int(v) for v in value]
         out = tuple(ints) if None not in ints else None

@@ -86,8 +86,12 @@ def _episode_step(carry: EpisodeCarry, key: jax.Array, *, env: VecEnv, network, 
 
 
 def max_episode_steps(env: VecEnv) -> int:
-    """How long the evaluation scan runs: the env's time limit (1000 if it states none)."""
-    limits = [env.max_episode_steps, getattr(env.params, "max_steps_in_episode", None)]
+    """How long the evaluation scan runs: the env's time limit, under the names the sources
+    use for it (1000 if it states none)."""
+    names = ("max_steps_in_episode", "max_timesteps", "max_steps", "time_limit",
+             "episode_length")
+    limits = [env.max_episode_steps]
+    limits += [getattr(obj, n, None) for obj in (env.params, env.env) for n in names]
     limits = [int(x) for x in limits if isinstance(x, (int, np.integer)) and x > 0]
     return min(limits) if limits else 1000
 
@@ -117,17 +121,26 @@ def _returns(ts: TrainState, key: jax.Array, *, env: VecEnv, network, determinis
 
 
 def cached(fn):
-    """`functools.lru_cache` that also serves unhashable arguments (an env instance whose
-    params hold arrays), uncached: they are rare, and a miss only costs a compile."""
-    memo = functools.lru_cache(maxsize=16)(fn)
+    """A cache of the 16 latest results keyed by the arguments, unhashable ones (an env instance
+    whose params hold arrays) by identity; the arguments are kept with the result, so an id is
+    never reused while it is a key."""
+    memo: dict = {}
+
+    def key_of(a):
+        try:
+            hash(a)
+            return a
+        except TypeError:
+            return ("id", id(a))
 
     @functools.wraps(fn)
     def call(*args):
-        try:
-            hash(args)
-        except TypeError:
-            return fn(*args)
-        return memo(*args)
+        key = tuple(key_of(a) for a in args)
+        if key not in memo:
+            if len(memo) >= 16:
+                memo.pop(next(iter(memo)))
+            memo[key] = (fn(*args), args)
+        return memo[key][0]
 
     return call
 

@@ -24,6 +24,7 @@ from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
+from jaxppo.networks import CONV_STACKS
 
 SKIP_ENV_VAR = "JAXPPO_SKIP_MEMORY_CHECK"
 _METRICS_PER_UPDATE = 16  # float32 scalars per update (METRIC_NAMES and a little slack)
@@ -55,6 +56,17 @@ def _param_count(sizes: list[int]) -> int:
     return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
 
 
+def conv_floats(torso: str, obs_shape: tuple[int, ...]) -> int:
+    """Floats in one observation's conv feature maps (0 for an MLP torso)."""
+    if not CONV_STACKS.get(torso) or len(obs_shape) != 3:
+        return 0
+    h, w, total = obs_shape[0], obs_shape[1], 0
+    for filters, kernel, stride in CONV_STACKS[torso]:
+        h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+        total += max(h, 0) * max(w, 0) * filters
+    return total
+
+
 def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
                     metrics_updates: int | None = None) -> MemoryEstimate:
     """Estimate the device memory of `num_runs` vmapped runs of `config`, without compiling.
@@ -83,8 +95,22 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
     permutations = config.update_epochs * B * 12
     rollout = randomness + trajectory + permutations + N * (obs_b * 2 + 4 * sum(hidden) * 4)
 
+    # Masks (1 byte per action per step, in the trajectory and the pre-drawn resets), a
+    # recurrent policy's carry (state) and per-step cell activations kept for the replay's
+    # backward pass, and a conv torso's feature maps (actor and critic each).
+    if env.masked:
+        rollout += 2 * T * N * act_dim
+    rnn = config.rnn_size * (2 if config.network == "lstm" else 1)
+    if config.network != "feedforward":
+        state += 2 * N * rnn * 4
+        rollout += 2 * N * rnn * 4 * 3
+    conv = conv_floats(config.torso, env.obs_shape)
+
     mb = config.minibatch_size
     minibatch = mb * (obs_b + act_b + 16) + mb * sum(hidden) * 8
+    minibatch += mb * conv * 4 * 2 * 3  # two torsos; activations, gradients, temporaries
+    if config.network != "feedforward":
+        minibatch += mb * rnn * 4 * 8  # carries and gates of every replayed step
 
     updates = config.num_updates if metrics_updates is None else metrics_updates
     metrics = updates * _METRICS_PER_UPDATE * 4

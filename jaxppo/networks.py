@@ -203,7 +203,7 @@ class ActorCritic(nn.Module):
         """The action distribution at `obs`; `mask [..., action_dim]` (bool) removes illegal
         actions of a discrete or multi-discrete policy."""
         out = self.actor(self._flat(obs))
-        if len(self.nvec) > 1:
+        if self.nvec:  # MultiDiscrete, even of one sub-action: actions [..., K]
             return MultiCategorical(mask_logits(out, mask), tuple(self.nvec))
         if self.discrete:
             return Categorical(mask_logits(out, mask))
@@ -267,7 +267,7 @@ class RecurrentActorCritic(nn.Module):
 
     def policy_head(self, y: jax.Array, mask: jax.Array | None = None) -> Policy:
         out = self.actor(y)
-        if len(self.nvec) > 1:
+        if self.nvec:  # MultiDiscrete, even of one sub-action: actions [..., K]
             return MultiCategorical(mask_logits(out, mask), tuple(self.nvec))
         if self.discrete:
             return Categorical(mask_logits(out, mask))

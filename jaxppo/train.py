@@ -22,6 +22,8 @@ import optax
 from jaxppo.collectives import axis_size, fold_device, mean_var, pmean, psum
 from jaxppo.config import Hparams, PPOConfig
 from jaxppo.envs import VecEnv
+from jaxppo.envs.registry import CUSTOM_PREFIX
+from jaxppo.errors import ConfigError
 from jaxppo.gae import compute_gae
 from jaxppo.loss import LossInfo, Minibatch, ppo_loss
 from jaxppo.networks import ActorCritic, init_params, is_recurrent, make_network
@@ -283,5 +285,10 @@ def make_train(config: PPOConfig, *, env: Any = None, env_params: Any = None,
     """
     if not isinstance(config, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(config).__name__}")
+    if env is not None and not config.env_id.startswith(CUSTOM_PREFIX):
+        raise ConfigError(f"config key 'env_id': {config.env_id!r} names an environment of its "
+                          f"own, but an instance was passed as env=; label it env_id: "
+                          f"{CUSTOM_PREFIX}<name> (so a checkpoint is never resumed or evaluated "
+                          "on the id's environment instead of yours)")
     venv = VecEnv.from_config(config, config.num_envs, env, env_params)
     return Trainer(config, venv, make_network(config, venv), axis_name)

@@ -323,3 +323,33 @@ def test_env_params_replace_fields_of_the_params_and_name_the_valid_ones():
     with pytest.raises(ConfigError, match="no field memory_lenght; its fields: ") as e:
         make_train(dataclasses.replace(config, env_params={"memory_lenght": 20}))
     assert "max_steps_in_episode" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_checkpoints_from_before_the_new_state_fields_still_load():
+    """Runs saved before `EnvCarry.hidden/start` and `EnvState.mask` existed hold no such
+    fields; for a feedforward, unmasked run they are empty and are filled in on load."""
+    from flax import serialization
+
+    from jaxppo.checkpoint import restore_into
+    from jaxppo.keys import keys_as_data
+
+    train = make_train(PPOConfig(num_envs=2, num_steps=8, total_timesteps=32,
+                                 num_minibatches=2))
+    runner = jax.jit(train.init)(jax.random.key(0))
+    saved = serialization.to_state_dict(keys_as_data(runner))
+    for k in ("hidden", "start"):
+        del saved["env"][k]
+    del saved["env"]["env_state"]["mask"]
+    template = jax.eval_shape(train.init, jax.random.key(0))
+    restored = restore_into(template, saved, "old")
+    np.testing.assert_array_equal(restored.env.obs, runner.env.obs)
+    assert restored.env.hidden is None and restored.env.env_state.mask is None
+
+
+def test_compare_refuses_what_sb3_would_not_run_alike():
+    from jaxppo.compare import comparable_config
+
+    for change in ({"network": "gru", "hidden_sizes": (64,)}, {"max_episode_steps": 100}):
+        with pytest.raises(ConfigError, match="compare different things") as e:
+            comparable_config(PPOConfig(**change))
+        assert "\n" not in str(e.value)

@@ -172,8 +172,9 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
     check_env_id(env_id)
     if env_id.startswith(CUSTOM_PREFIX):
         raise ConfigError(f"config key 'env_id': {env_id!r} labels an environment instance; "
-                          "pass it as env= (make_train, Experiment, load_policy, evaluate), or "
-                          "name an importable one: env_id: mypkg.module:MyEnv")
+                          "pass it as env= from Python (make_train, Experiment, load_policy, "
+                          "jaxppo.evaluate(run_dir, env=...)), or name an importable one: "
+                          "env_id: mypkg.module:MyEnv")
     kwargs = dict(env_kwargs or {})
     label = f"environment {env_id!r}"
     source = source_of(env_id)

@@ -103,8 +103,9 @@ class VecEnv:
         label = f"environment {env_id!r}"
         self.info: EnvInfo = inspect_env(env, env_params, label, self.obs_field)
         self.lazy_reset = bool(getattr(env, "expensive_reset", False))
-        limit = max_episode_steps or getattr(env, "max_episode_steps", None)
-        self.max_episode_steps: int | None = int(limit) if limit else None
+        limits = [int(x) for x in (max_episode_steps, getattr(env, "max_episode_steps", None))
+                  if x]
+        self.max_episode_steps: int | None = min(limits) if limits else None
         self.obs_shape: tuple[int, ...] = self.info.obs_shape
         # bool/uint8 observations (image grids) stay so until the network casts them: 4x less
         # memory for the rollout's [T, N, H, W, C] batch; everything else is float32.
