@@ -142,6 +142,7 @@ def cached(fn):
             memo[key] = (fn(*args), args)
         return memo[key][0]
 
+    call.cache_clear = memo.clear  # as functools.lru_cache has
     return call
 
 

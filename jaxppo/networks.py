@@ -131,6 +131,15 @@ CONV_STACKS: dict[str, tuple[tuple[int, int, int], ...]] = {
 _TORSO_HIDDEN = {"nature_cnn": (512,)}  # a dense layer the stack itself ends with
 
 
+def head_distribution(net, out: jax.Array, mask: jax.Array | None) -> Policy:
+    """The distribution the actor head's output `out` parameterises, for either network."""
+    if net.nvec:  # MultiDiscrete, even of one sub-action: actions [..., K]
+        return MultiCategorical(mask_logits(out, mask), tuple(net.nvec))
+    if net.discrete:
+        return Categorical(mask_logits(out, mask))
+    return DiagGaussian(out, net.log_std)
+
+
 class MLP(nn.Module):
     """Optional conv layers over a channel-last image (ReLU), then hidden layers with
     orthogonal(sqrt 2) init, then a linear head of `out_dim`."""
@@ -202,12 +211,7 @@ class ActorCritic(nn.Module):
     def policy(self, obs: jax.Array, mask: jax.Array | None = None) -> Policy:
         """The action distribution at `obs`; `mask [..., action_dim]` (bool) removes illegal
         actions of a discrete or multi-discrete policy."""
-        out = self.actor(self._flat(obs))
-        if self.nvec:  # MultiDiscrete, even of one sub-action: actions [..., K]
-            return MultiCategorical(mask_logits(out, mask), tuple(self.nvec))
-        if self.discrete:
-            return Categorical(mask_logits(out, mask))
-        return DiagGaussian(out, self.log_std)
+        return head_distribution(self, self.actor(self._flat(obs)), mask)
 
     def value(self, obs: jax.Array) -> jax.Array:
         return self.critic(self._flat(obs))[..., 0]
@@ -266,12 +270,7 @@ class RecurrentActorCritic(nn.Module):
         return self.rnn(carry, x)
 
     def policy_head(self, y: jax.Array, mask: jax.Array | None = None) -> Policy:
-        out = self.actor(y)
-        if self.nvec:  # MultiDiscrete, even of one sub-action: actions [..., K]
-            return MultiCategorical(mask_logits(out, mask), tuple(self.nvec))
-        if self.discrete:
-            return Categorical(mask_logits(out, mask))
-        return DiagGaussian(out, self.log_std)
+        return head_distribution(self, self.actor(y), mask)
 
     def value_head(self, y: jax.Array) -> jax.Array:
         return self.critic(y)[..., 0]
