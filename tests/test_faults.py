@@ -84,7 +84,16 @@ def test_kill_9_then_resume_gives_the_uninterrupted_logs(tmp_path, long_whole):
     proc = child("train", "--config", CARTPOLE, *LONG, "--seeds", "2", "--logdir", str(tmp_path),
                  "--run-name", "run", "--checkpoint-every", "400")
     wait_for_checkpoint(proc, run)
-    time.sleep(0.5)  # let it log past the checkpoint
+    # Let it log past its newest checkpoint (on a loaded machine a fixed sleep could land the
+    # kill right at a checkpoint, leaving no rows to cut back), then kill it.
+    t0 = time.time()
+    while time.time() - t0 < 20 and proc.poll() is None:
+        try:
+            if read_metrics_csv(run)["update"].max() > load_checkpoint(run).update + 1:
+                break
+        except Exception:  # noqa: BLE001 - a file mid-write: look again
+            pass
+        time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     saved = load_checkpoint(run).update

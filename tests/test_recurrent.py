@@ -16,6 +16,7 @@ from jaxppo import ConfigError, Experiment, PPOConfig, make_train
 from jaxppo.networks import unroll
 from jaxppo.rollout import RolloutSettings, rollout
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEMORY = PPOConfig(env_id="probe/Memory-v0", network="gru", rnn_size=32, hidden_sizes=(32,),
                    num_envs=8, num_steps=20, num_minibatches=4, lr=1e-3,
                    total_timesteps=40_000)
@@ -167,3 +168,25 @@ def test_recurrent_run_resumes_exactly_and_its_policy_carries_state(tmp_path):
     with pytest.raises(jaxppo.UsageError, match="initial_state"):
         policy.act(obs)
     assert os.path.exists(tmp_path / "whole" / "metrics.csv")
+
+
+def test_recurrent_and_cnn_policies_through_the_cli_sweep_and_eval_gif(tmp_path, capsys):
+    """The CLI trains a GRU run and evaluates it; a sweep vmaps GRU settings in one compile; a
+    CNN MinAtar run trains and renders a GIF with its policy."""
+    from jaxppo.cli import main
+
+    base = ["--logdir", str(tmp_path), "--no-progress"]
+    assert main(["train", "--config", os.path.join(ROOT, "configs", "memory_gru.yaml"), "--run-name", "gru",
+                 "--set", "total_timesteps=1600", *base]) == 0
+    assert main(["eval", str(tmp_path / "gru"), "--episodes", "4"]) == 0
+    assert "return" in capsys.readouterr().out
+    table = jaxppo.sweep(dataclasses.replace(MEMORY, total_timesteps=1600),
+                         {"lr": [1e-3, 3e-3]}, seeds=2, logdir=None, progress=False)
+    assert len(table.rows) == 2
+    cnn = os.path.join(ROOT, "configs", "minatar_breakout_cnn.yaml")
+    assert main(["train", "--config", cnn, "--run-name", "cnn",
+                 "--set", "num_envs=4", "--set", "num_steps=16", "--set", "num_minibatches=2",
+                 "--set", "hidden_sizes=[16]", "--set", "total_timesteps=128", *base]) == 0
+    assert main(["eval", str(tmp_path / "cnn"), "--episodes", "2",
+                 "--gif", str(tmp_path / "cnn.gif")]) == 0
+    assert (tmp_path / "cnn.gif").stat().st_size > 0

@@ -29,6 +29,7 @@ from typing import Any
 from jaxppo.envs import (
     brax_env,
     craftax_env,
+    gymnax_env,
     jumanji_env,
     navix_env,
     playground_env,
@@ -67,9 +68,7 @@ def _local() -> dict[str, Callable[..., Any]]:
 
 def available_env_ids() -> list[str]:
     """gymnax, probe and registered ids (suite ids are listed by their adapters)."""
-    import gymnax
-
-    return sorted(set(gymnax.registered_envs) | set(_local()))
+    return sorted(set(gymnax_env.env_ids()) | set(_local()))
 
 
 def source_of(env_id: str) -> ModuleType | None:
@@ -191,10 +190,4 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
                                   f"{sorted(kwargs)} ({e})") from None
             raise
         return _as_pair(made, label)
-    import gymnax
-
-    try:
-        return gymnax.make(env_id, **kwargs)
-    except TypeError as e:
-        raise ConfigError(f"config key 'env_kwargs': gymnax's {env_id!r} does not take "
-                          f"{sorted(kwargs)} ({e})") from None
+    return gymnax_env.make(env_id, kwargs)
