@@ -23,7 +23,7 @@ import numpy as np
 
 from jaxppo.config import PPOConfig
 from jaxppo.envs import EnvState, VecEnv
-from jaxppo.networks import is_recurrent, make_network
+from jaxppo.networks import initial_memory, is_recurrent, make_network
 from jaxppo.normalize import rms_normalize
 from jaxppo.train import TrainState
 
@@ -103,9 +103,7 @@ def _play(env: VecEnv, network, ts: TrainState, key: jax.Array, *, deterministic
     reset_key, run_key = jax.random.split(key)
     obs, state = env.reset(reset_key)
     n = env.num_envs
-    hidden = start = None
-    if is_recurrent(network):
-        hidden, start = network.initial_carry(n), jnp.ones((n,), bool)
+    hidden, start = initial_memory(network, n)
     carry = EpisodeCarry(state, obs, jnp.zeros((n,)), jnp.zeros((n,), jnp.int32),
                          jnp.zeros((n,), bool), hidden, start)
     step = functools.partial(_episode_step, env=env, network=network, ts=ts,

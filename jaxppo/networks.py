@@ -329,6 +329,14 @@ def is_recurrent(network) -> bool:
     return bool(getattr(network, "recurrent", False))
 
 
+def initial_memory(network, n: int):
+    """`(carry, start)` of n envs about to begin episodes: a recurrent network's zero carry and
+    all-true start flags; `(None, None)` for a feedforward one (nothing is carried)."""
+    if not is_recurrent(network):
+        return None, None
+    return network.initial_carry(n), jnp.ones((n,), bool)
+
+
 def make_network(config: PPOConfig, env) -> ActorCritic | RecurrentActorCritic:
     """Build the network for `config` and a `VecEnv`-like object (obs_shape, action_dim, discrete)."""
     check_torso(config, env.obs_shape)

@@ -26,7 +26,13 @@ from jaxppo.envs.registry import CUSTOM_PREFIX
 from jaxppo.errors import ConfigError
 from jaxppo.gae import compute_gae
 from jaxppo.loss import LossInfo, Minibatch, ppo_loss
-from jaxppo.networks import ActorCritic, init_params, is_recurrent, make_network
+from jaxppo.networks import (
+    ActorCritic,
+    init_params,
+    initial_memory,
+    is_recurrent,
+    make_network,
+)
 from jaxppo.normalize import NormalizerState, normalizer_init, rms_update
 from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
 
@@ -95,9 +101,7 @@ def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
         params = init_params(network, net_key, env.obs_shape)
     opt_state = make_optimizer(hp, config).init(params)
     obs, env_state = env.reset(fold_device(env_key, axis_name))
-    hidden = start = None
-    if is_recurrent(network):
-        hidden, start = network.initial_carry(env.num_envs), jnp.ones((env.num_envs,), bool)
+    hidden, start = initial_memory(network, env.num_envs)
     normalizer = normalizer_init(env.obs_shape)
     if config.normalize_obs:
         normalizer = normalizer._replace(obs=rms_update(normalizer.obs, obs, axis_name))

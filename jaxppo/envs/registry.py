@@ -26,15 +26,13 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from jaxppo.envs import (
-    brax_env,
-    craftax_env,
-    gymnax_env,
-    jumanji_env,
-    navix_env,
-    playground_env,
-    xminigrid_env,
-)
+import jaxppo.envs.brax_env as brax_env
+import jaxppo.envs.craftax_env as craftax_env
+import jaxppo.envs.gymnax_env as gymnax_env
+import jaxppo.envs.jumanji_env as jumanji_env
+import jaxppo.envs.navix_env as navix_env
+import jaxppo.envs.playground_env as playground_env
+import jaxppo.envs.xminigrid_env as xminigrid_env
 from jaxppo.errors import ConfigError
 
 SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (

@@ -135,11 +135,6 @@ class VecEnv:
                    max_episode_steps=config.max_episode_steps,
                    params_overrides=config.env_params)
 
-    def resized(self, num_envs: int) -> VecEnv:
-        """The same environment with `num_envs` copies (evaluation, the memory estimate)."""
-        return VecEnv(self.env_id, num_envs, env=self.env, env_params=self.params,
-                      obs_field=self.obs_field, max_episode_steps=self.max_episode_steps)
-
     # ---- one env's raw API, read through the protocol --------------------------------------
     def _read(self, raw_obs, state) -> tuple[jax.Array, jax.Array | None]:
         obs, mask = self.info.read_obs(raw_obs)
