@@ -22,6 +22,13 @@ TINY = {"train": ["--set", "total_timesteps=4096", "--no-progress"],
 # Lines that need a cluster: checked by the parser only (the multi-process path itself runs in
 # tests/test_sharding.py over loopback).
 CLUSTER = ("--coordinator-address", "/shared/runs")
+# Lines another test already runs through the same `main` with the same config and flags, at
+# a budget of its own: here they are parsed and their config loaded (a renamed file or flag
+# still fails), and the named test must exist.
+COVERED = {"jaxppo compare --config configs/cartpole.yaml": ("test_compare.py",
+                                                             "def test_compare_runs_end_to_end"),
+           "configs/brax_inverted_double_pendulum.yaml": ("test_brax.py", "def idp_run"),
+           "--gif idp.gif --html idp.html": ("test_brax.py", "def test_eval_renders_gif_and_html")}
 
 
 def bash_commands() -> list[str]:
@@ -84,6 +91,15 @@ def test_each_readme_command_runs(index, line, workdir, stopped_run, monkeypatch
     if any(flag in line for flag in CLUSTER):
         build_parser().parse_args(argv)
         return
+    covered = [test for text, test in COVERED.items() if text in line]
+    if covered:
+        args = build_parser().parse_args(argv)
+        if getattr(args, "config", None):
+            load_config(os.path.join(ROOT, args.config))
+        test_file, definition = covered[0]
+        with open(os.path.join(ROOT, "tests", test_file), encoding="utf-8") as f:
+            assert definition in f.read(), (line, test_file, definition)
+        return
     monkeypatch.chdir(workdir)
     if "--resume" in argv:
         target = os.path.join("runs", f"stopped-{index}")
@@ -98,6 +114,8 @@ def test_each_readme_command_runs(index, line, workdir, stopped_run, monkeypatch
         argv += ["--out", str(workdir / "compare")]
     if "num_envs=65536" in argv:  # one update of 65,536 envs
         argv += ["--set", "num_steps=1", "--set", "total_timesteps=65536"]
+    if "--seeds" in argv and int(argv[argv.index("--seeds") + 1]) > 64:  # one update of each
+        argv += ["--set", "total_timesteps=512"]  # (cartpole.yaml: 4 envs x 128 steps)
     code = main(argv)
     _, err = capsys.readouterr()
     assert code == 0, (line, err[-2000:])
