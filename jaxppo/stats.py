@@ -9,6 +9,7 @@ its last SOLVE_WINDOW episodes reaches the env's threshold. One lucky episode is
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,16 @@ SOLVE_THRESHOLDS: dict[str, float] = {
     "brax/hopper": 3800.0,
     "brax/ant": 6000.0,
 }
+
+
+def quiet_nonfinite(fn):
+    """`fn` without numpy's RuntimeWarnings about NaN/Inf (the mean of a diverged run's
+    returns): a run's non-finite numbers are reported once, in the divergence line."""
+    @functools.wraps(fn)
+    def quiet(*args, **kwargs):
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            return fn(*args, **kwargs)
+    return quiet
 
 
 class SolveTracker:
