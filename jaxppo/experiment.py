@@ -71,7 +71,7 @@ def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> Diverge
         return None
     j = int(np.argmax(bad.any(axis=0)))
     run = int(np.argmax(bad[:, j]))
-    code = int(np.asarray(metrics.get("nonfinite_source", bad))[run, j])
+    code = int(np.asarray(metrics["nonfinite_source"])[run, j])
     source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"
     return Divergence(run, first_update + j + 1, source)
 
