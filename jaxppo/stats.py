@@ -55,6 +55,7 @@ class SolveTracker:
         self.history: list[list[tuple[float, float]]] = (
             [[tuple(h) for h in run] for run in history] if history else [[] for _ in range(num_runs)])
 
+    @quiet_nonfinite
     def add(self, mean_returns, counts) -> bool:
         """Record each run's (mean return, episode count) of one update; True once solved."""
         window = []
