@@ -36,6 +36,16 @@ def setting_label(setting: dict) -> str:
     return ",".join(f"{k}={v:g}" for k, v in setting.items())
 
 
+class Divergence(NamedTuple):
+    """Where a run first went non-finite: run index, update (from 1, as the CSV counts) and
+    the source (`jaxppo.train.NONFINITE_SOURCES`: env_obs, env_reward, action_mask,
+    normaliser, loss, params), which decides the fix."""
+
+    run: int
+    update: int
+    source: str
+
+
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
     """What a run is, given to `on_start`: fixed for the run's life."""
@@ -64,7 +74,7 @@ class ChunkEvent:
     compile_s: float
     stats: RunStats  # the running account, this chunk included
     runner: Any
-    diverged: tuple[int, int] | None  # (run, update) of the first NaN/Inf update, if any
+    diverged: Divergence | None  # the first NaN/Inf update, if any
 
     @property
     def sps(self) -> float:
@@ -89,7 +99,7 @@ class RunResult:
     train_state: Any  # the final (or last good) learner state, leading axis R
     run_dir: str | None
     stop_signal: int | None = None  # the signal that stopped the run
-    diverged: tuple[int, int] | None = None  # (run, update)
+    diverged: Divergence | None = None  # (run, update, source)
     good_update: int | None = None  # the newest finite state's update (what a checkpoint keeps)
     summary: dict = dataclasses.field(default_factory=dict)  # what summary.json holds
     started: float = 0.0  # time.perf_counter() when the run's clock (wall_s) started

@@ -7,8 +7,9 @@
 
 Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM, SIGHUP) saves a
 checkpoint at the next chunk boundary and exits with 128 + the signal; `--resume RUN_DIR`
-continues. A run whose loss, gradients or parameters turn NaN/Inf stops at the next chunk
-boundary with status 3, keeping the last good checkpoint.
+continues. A run whose env output, normaliser, loss, gradients or parameters turn NaN/Inf (or
+whose env's action mask allows nothing) stops at the next chunk boundary with status 3, keeping
+its logs and the last good checkpoint; the line names the source and its fix.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from jaxppo.config import load_config, parse_overrides
 from jaxppo.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.experiment import (
-    DIVERGENCE_HINT,
     Experiment,
     SweepResult,
+    describe_divergence,
     grid_settings,
     parse_grid,
     run_dir_of,
@@ -120,6 +121,9 @@ def _run(exp: Experiment, args, what: str):
     if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
         print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
               f"continue with: jaxppo {args.command} --resume {run_dir}", file=sys.stderr)
+    elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
+        print(f"jaxppo {args.command}: error: {problem}; the logs are kept in {run_dir} (no "
+              "checkpoint had been saved yet)", file=sys.stderr)
     else:
         gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
         print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{gone}",
@@ -130,13 +134,11 @@ def _run(exp: Experiment, args, what: str):
 def _stopped(result, command: str) -> int | None:
     """The exit status (after one line) of a run that stopped early; None if it finished."""
     if result.diverged is not None:
-        run, update = result.diverged
+        what, fix = describe_divergence(result.diverged, result.config)
         kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
                 f"{result.run_dir}" if result.good_update else
-                "no finite state was reached to checkpoint")
-        print(f"jaxppo {command}: error: training diverged: NaN/Inf in the loss, gradients or "
-              f"parameters at update {update} (seed {run}); {kept}; {DIVERGENCE_HINT}",
-              file=sys.stderr)
+                f"no finite state was reached to checkpoint (the logs are in {result.run_dir})")
+        print(f"jaxppo {command}: error: {what}; {kept}; {fix}", file=sys.stderr)
         return 3
     if result.stop_signal is not None:
         name = signal.Signals(result.stop_signal).name

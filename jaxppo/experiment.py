@@ -33,6 +33,7 @@ from jaxppo.callbacks import (
     Callback,
     Checkpointer,
     ChunkEvent,
+    Divergence,
     Progress,
     RunInfo,
     RunResult,
@@ -50,7 +51,8 @@ from jaxppo.logger import CsvLogger, SummaryFile, TensorBoardLogger, write_confi
 from jaxppo.machine import peak_device_bytes
 from jaxppo.plots import plot_sweep
 from jaxppo.sharding import make_placement
-from jaxppo.stats import RunStats
+from jaxppo.stats import RunStats, quiet_nonfinite
+from jaxppo.train import NONFINITE_SOURCES
 
 DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
                    "(see README: when things go wrong)")
@@ -60,14 +62,42 @@ power cut) loses at most ~2 minutes; a save costs milliseconds (BENCHMARKS.md)."
 _STOP_BY_CALLBACK = -1
 
 
-def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> tuple[int, int] | None:
-    """`(run, update)` of the earliest update in a chunk whose loss, gradients or params went
-    non-finite (`update` counts from 1, as the CSV does), or None when the chunk is clean."""
+def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> Divergence | None:
+    """The earliest update in a chunk whose env output, normaliser, loss, gradients or params
+    went non-finite (`update` counts from 1, as the CSV does), with its first run and source;
+    None when the chunk is clean."""
     bad = np.asarray(metrics["nonfinite"]) > 0  # [R, C]
     if not bad.any():
         return None
     j = int(np.argmax(bad.any(axis=0)))
-    return int(np.argmax(bad[:, j])), first_update + j + 1
+    run = int(np.argmax(bad[:, j]))
+    code = int(np.asarray(metrics["nonfinite_source"])[run, j])
+    source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"
+    return Divergence(run, first_update + j + 1, source)
+
+
+def describe_divergence(d: Divergence, config: PPOConfig) -> tuple[str, str]:
+    """`(what happened, the fix)` for a diverged run, by its source: an env's NaN/Inf output
+    or empty mask is the env's bug (no lr hint); a normaliser overflows on huge inputs."""
+    at = f"at update {d.update} (seed {d.run})"
+    env = f"environment {config.env_id!r}"
+    if d.source in ("env_obs", "env_reward"):
+        what = "observations" if d.source == "env_obs" else "rewards"
+        return (f"{env} returned NaN/Inf {what} {at}",
+                "fix the env (jaxppo trains on what it returns; see README: when things go wrong)")
+    if d.source == "action_mask":
+        return (f"{env} gave an action mask that allows no action {at}",
+                "every state must allow at least one action (MultiDiscrete: one value of each "
+                "sub-action): fix the env's action mask")
+    if d.source == "normaliser":
+        keys = [k for k in ("normalize_obs", "normalize_reward") if getattr(config, k)]
+        return (f"training diverged: NaN/Inf in the {' and '.join(keys)} statistics {at} (the "
+                "env's values are too large for float32 running statistics: above ~1e19 their "
+                "square overflows)",
+                f"scale the env's values down, or turn off {' / '.join(keys)}")
+    what = ("the loss, gradients or parameters" if d.source == "loss"
+            else "the parameters or optimizer state")
+    return f"training diverged: NaN/Inf in {what} {at}", DIVERGENCE_HINT
 
 
 def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) -> str:
@@ -240,6 +270,7 @@ class Experiment:
         else:
             run_dir, fresh = None, False
         self.last_run_dir = run_dir
+        self._loop = None
         lock = RunLock(run_dir) if run_dir is not None and main else None
         try:
             if lock is not None:
@@ -248,8 +279,11 @@ class Experiment:
                 write_config(run_dir, config)
             return self._run(placement, driver, run_dir, main)
         except BaseException:
-            if fresh and not os.path.exists(os.path.join(run_dir, "checkpoint")):
-                shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no orphan
+            # Only a run dir in which nothing ran goes (no orphan after Ctrl-C while compiling);
+            # once a chunk has run, its logs (and any checkpoint) are the run's and are kept.
+            ran = self._loop is not None and self._loop.ran
+            if fresh and not ran and not os.path.exists(os.path.join(run_dir, "checkpoint")):
+                shutil.rmtree(run_dir, ignore_errors=True)
             raise
         finally:
             if lock is not None:
@@ -263,7 +297,7 @@ class Experiment:
         callbacks = self._callbacks(run_dir is not None, main)
         inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
         t_start = time.perf_counter()
-        loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
+        loop = self._loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
         try:
             for cb in callbacks:
                 cb.on_start(info)
@@ -324,14 +358,17 @@ class _Loop:
         self.exp, self.info, self.stats, self.callbacks = exp, info, stats, callbacks
         self.compile_s, self.t_start = 0.0, t_start
         self.status = "running"
+        self.ran = False  # a chunk reached the host (its logs may be on disk)
         self.stop_signal = None
-        self.diverged: tuple[int, int] | None = None
+        self.diverged: Divergence | None = None
         self.diverged_runs = np.zeros(info.num_runs, bool)
         self.good_runner, self.good_update = None, (info.start_update or None)
         self.chunks: list[dict] = []
         self.stop_flag = None
 
+    @quiet_nonfinite
     def on_chunk(self, runner, chunk: ChunkResult) -> bool:
+        self.ran = True
         m = chunk.metrics
         self.stats.add_chunk(m, chunk.first_update, chunk.wall_s, chunk.chunk_s)
         self.chunks.append(m)
@@ -357,6 +394,7 @@ class _Loop:
             return False
         return True
 
+    @quiet_nonfinite
     def result(self, runner) -> RunResult:
         exp, stats = self.exp, self.stats
         wall = time.perf_counter() - self.t_start
@@ -382,8 +420,7 @@ class _Loop:
             "solved": stats.solved,
             "threshold": stats.threshold,
             "finished": self.status == "finished",
-            "diverged": None if self.diverged is None else {"run": self.diverged[0],
-                                                            "update": self.diverged[1]},
+            "diverged": None if self.diverged is None else self.diverged._asdict(),
             "diverged_runs": [int(i) for i in np.flatnonzero(self.diverged_runs)],
             "device": dev.device_kind,
             "platform": dev.platform,
@@ -400,6 +437,7 @@ class _Loop:
                          summary, self.t_start)
 
 
+@quiet_nonfinite
 def _end_all(callbacks: list[Callback], result: RunResult) -> BaseException | None:
     """Every callback's `on_end`, even after one fails (so the checkpoint is still saved and
     the other logs closed); returns the first failure."""
@@ -513,6 +551,7 @@ def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
     return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
+@quiet_nonfinite
 def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.ndarray,
                   seeds: int) -> list[dict]:
     final = np.asarray(final_return, float).reshape(len(settings), seeds)

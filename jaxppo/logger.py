@@ -14,10 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import queue
 import sys
 import threading
+from typing import Any
 
 import numpy as np
 import yaml
@@ -267,7 +269,8 @@ class SummaryFile(Callback):
 
     def on_end(self, result: RunResult) -> None:
         run_dir, info = self.info.run_dir, self.info
-        write_atomic(os.path.join(run_dir, "summary.json"), json.dumps(result.summary, indent=2))
+        write_atomic(os.path.join(run_dir, "summary.json"),
+                     json.dumps(json_safe(result.summary), indent=2, allow_nan=False))
         m = read_metrics_csv(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.csv")) else {}
         if not m:
             return
@@ -279,6 +282,18 @@ class SummaryFile(Callback):
         plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
                    forward_fill(m["episodic_return"]), info.config.env_id,
                    result.summary.get("threshold"), groups)
+
+
+def json_safe(x: Any) -> Any:
+    """`x` with NaN/Inf floats as None (null): JSON has no such numbers, and Python's `NaN`
+    would make the file unreadable to strict parsers."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
 
 
 def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:

@@ -27,7 +27,7 @@ from jaxppo.keys import is_key
 from jaxppo.networks import CONV_STACKS
 
 SKIP_ENV_VAR = "JAXPPO_SKIP_MEMORY_CHECK"
-_METRICS_PER_UPDATE = 16  # float32 scalars per update (METRIC_NAMES and a little slack)
+_METRICS_PER_UPDATE = 18  # float32 scalars per update (METRIC_NAMES and a little slack)
 
 
 class MemoryEstimate(NamedTuple):

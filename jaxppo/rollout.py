@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxppo.collectives import fold_device
-from jaxppo.envs import EnvState, StepRandomness, VecEnv
+from jaxppo.envs import EnvState, EnvStep, StepRandomness, VecEnv
 from jaxppo.networks import draw_action_noise, is_recurrent
 from jaxppo.normalize import NormalizerState, rms_normalize, rms_update
 
@@ -51,13 +51,24 @@ class EnvCarry(NamedTuple):
     start: jax.Array | None = None  # recurrent: [N] bool, `obs` begins an episode
 
 
+class EnvFaults(NamedTuple):
+    """Steps of one rollout whose env output cannot be trained on (counts, summed like the
+    episode sums): the update's divergence check names the env before anything downstream."""
+
+    obs: jax.Array  # steps with a NaN/Inf observation (acted on, or the true final one)
+    reward: jax.Array  # steps with a NaN/Inf reward
+    mask: jax.Array  # steps whose action mask allowed no action (masked envs only)
+
+
 class EpisodeStats(NamedTuple):
-    """Sums over the episodes that ended during one rollout (scalars, not per step)."""
+    """Sums over the episodes that ended during one rollout (scalars, not per step), and the
+    env's faults over all its steps."""
 
     return_sum: jax.Array
     length_sum: jax.Array
     count: jax.Array
     metric_sums: dict[str, jax.Array] = {}  # the env's episode metrics, summed the same way
+    faults: EnvFaults | None = None
 
 
 class RolloutSettings(NamedTuple):
@@ -79,6 +90,23 @@ class _StepCarry(NamedTuple):
 
 def _observe(norm: NormalizerState, obs: jax.Array, enabled: bool) -> jax.Array:
     return rms_normalize(norm.obs, obs) if enabled else obs
+
+
+def _nonfinite(x: jax.Array) -> jax.Array:
+    """1.0 if `x` holds a NaN/Inf (never for integer or bool observations), else 0.0."""
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return jnp.float32(0.0)
+    return jnp.any(~jnp.isfinite(x)).astype(jnp.float32)
+
+
+def _count_faults(faults: EnvFaults, env: VecEnv, obs: jax.Array, step: EnvStep,
+                  mask: jax.Array | None) -> EnvFaults:
+    """Add one step's faults: the raw observation acted on (the reset one included) and the
+    true final one, the raw reward, and a mask that allows nothing."""
+    empty = (jnp.float32(0.0) if mask is None
+             else jnp.any(env.allows_nothing(mask)).astype(jnp.float32))
+    return EnvFaults(faults.obs + jnp.maximum(_nonfinite(obs), _nonfinite(step.final_obs)),
+                     faults.reward + _nonfinite(step.reward), faults.mask + empty)
 
 
 def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, env: VecEnv,
@@ -128,6 +156,7 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
         carry.stats.count + jnp.sum(done),
         {k: carry.stats.metric_sums[k] + jnp.sum(done * step.metrics[k])
          for k in carry.stats.metric_sums},
+        _count_faults(carry.stats.faults, env, carry.env.obs, step, mask),
     )
     trans = Transition(obs, action, logp, value, reward, step.terminated, step.done, mask, start,
                        hidden if settings.record_hidden else None)
@@ -146,7 +175,7 @@ def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, 
     env_rand = env.draw_randomness(env_key, T)
     zero = jnp.float32(0.0)
     init = _StepCarry(env_carry, env_carry.obs, norm, EpisodeStats(
-        zero, zero, zero, {k: zero for k in env.metric_names}))
+        zero, zero, zero, {k: zero for k in env.metric_names}, EnvFaults(zero, zero, zero)))
     step_fn = functools.partial(_rollout_step, env=env, network=network, params=params,
                                 gamma=gamma, settings=settings)
     carry, (traj, shifted) = jax.lax.scan(step_fn, init, (action_noise, env_rand))

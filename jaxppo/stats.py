@@ -9,6 +9,7 @@ its last SOLVE_WINDOW episodes reaches the env's threshold. One lucky episode is
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,16 @@ SOLVE_THRESHOLDS: dict[str, float] = {
 }
 
 
+def quiet_nonfinite(fn):
+    """`fn` without numpy's RuntimeWarnings about NaN/Inf (the mean of a diverged run's
+    returns): a run's non-finite numbers are reported once, in the divergence line."""
+    @functools.wraps(fn)
+    def quiet(*args, **kwargs):
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            return fn(*args, **kwargs)
+    return quiet
+
+
 class SolveTracker:
     """The solve rule, fed one update (or one SB3 rollout) at a time, so jaxppo and the PyTorch
     pipeline in `jaxppo compare` are judged by the same code."""
@@ -44,6 +55,7 @@ class SolveTracker:
         self.history: list[list[tuple[float, float]]] = (
             [[tuple(h) for h in run] for run in history] if history else [[] for _ in range(num_runs)])
 
+    @quiet_nonfinite
     def add(self, mean_returns, counts) -> bool:
         """Record each run's (mean return, episode count) of one update; True once solved."""
         window = []

@@ -39,8 +39,14 @@ from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
 METRIC_NAMES = (
     "episodic_return", "episodic_length", "episodes", "policy_loss", "value_loss", "entropy",
     "approx_kl", "old_approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm",
-    "minibatch_fraction", "env_steps", "nonfinite",
+    "minibatch_fraction", "env_steps", "nonfinite", "nonfinite_source",
 )
+
+NONFINITE_SOURCES = ("env_obs", "env_reward", "action_mask", "normaliser", "loss", "params")
+"""What `metrics["nonfinite_source"]` = k names (k = 1..6; 0: a clean update), in the order
+data flows through an update: NaN/Inf env observations or rewards, an action mask that allows
+nothing, the obs/reward normaliser's statistics, the losses or gradients, the parameters or
+optimizer state. The first that fails is the cause; the later ones are its consequences."""
 
 
 ENV_METRIC_PREFIX = "env/"
@@ -219,14 +225,26 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
         **{ENV_METRIC_PREFIX + k: jnp.where(ended, v / jnp.maximum(stats.count, 1.0), jnp.nan)
            for k, v in stats.metric_sums.items()},
     }
-    # Divergence: NaN/Inf in the losses, gradients or the new params (the sums propagate any
-    # NaN/Inf of their terms). The host checks this at chunk boundaries and stops the run
-    # before a bad state can reach a checkpoint.
+    # Divergence, by source (NONFINITE_SOURCES): the env's faults, then NaN/Inf in the
+    # normaliser, the losses or gradients (the sums propagate any NaN/Inf of their terms),
+    # the new params or optimizer state. Together they cover every float a checkpoint holds,
+    # so the host, checking at chunk boundaries, stops the run before a bad state is saved.
     losses = sum(metrics[k] for k in ("policy_loss", "value_loss", "entropy", "grad_norm"))
-    finite = jnp.isfinite(losses) & jnp.isfinite(optax.tree.norm(params))
-    metrics["nonfinite"] = 1.0 - finite.astype(jnp.float32)
+    faults = jnp.stack([stats.faults.obs > 0, stats.faults.reward > 0, stats.faults.mask > 0,
+                        ~all_finite(normalizer), ~jnp.isfinite(losses),
+                        ~all_finite((params, opt_state))])
+    bad = jnp.any(faults)
+    metrics["nonfinite"] = bad.astype(jnp.float32)
+    metrics["nonfinite_source"] = jnp.where(bad, jnp.argmax(faults) + 1, 0).astype(jnp.float32)
     new_ts = TrainState(params, opt_state, normalizer, ts.step + 1)
     return RunnerState(new_ts, env_carry, ep_return, ep_length, key), metrics
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """True when every float leaf of `tree` is free of NaN/Inf (integer leaves always are)."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+              if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

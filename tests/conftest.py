@@ -1,8 +1,10 @@
+import functools
+
 import jax
 import pytest
 
 from jaxppo import PPOConfig
-from jaxppo.envs import register_env
+from jaxppo.envs import Box, Discrete, register_env
 from jaxppo.envs.probes import ProbeState, _Probe
 
 
@@ -21,6 +23,44 @@ class Explode(_Probe):
 
 
 register_env("test/Explode-v0", Explode)
+
+
+class Poison(Explode):
+    """Like Explode, but at steps 40-44 of its 45-step episodes the env itself misbehaves:
+    `what` = "obs" returns NaN observations, "reward" +Inf rewards, "huge" observations of 1e30
+    (finite, but their square overflows a normaliser's float32 variance), "mask" an action mask
+    that allows nothing. Steps 40+ are first collected in the third of 16-step updates."""
+
+    def __init__(self, what: str = "obs"):
+        super().__init__()
+        self.what = what
+
+    def step_env(self, key, state, action, params):
+        state = state.replace(time=state.time + 1)
+        late = state.time >= 40
+        bad = {"obs": jax.numpy.nan, "huge": 1e30}.get(self.what)
+        if bad is not None:
+            state = state.replace(obs=jax.numpy.where(late, bad, 0.0).astype(jax.numpy.float32))
+        reward = jax.numpy.where(late & (self.what == "reward"), jax.numpy.inf, 0.0)
+        return self._out(state, reward, state.time >= 45)
+
+    def observation_space(self, params):
+        return Box(-1e31, 1e31, (1,))
+
+    def action_space(self, params):
+        return Discrete(2)
+
+
+class NoAction(Poison):
+    """Two actions, both masked from step 40 on."""
+
+    def action_mask(self, state, params):
+        return jax.numpy.full((2,), state.time < 40)
+
+
+for _what in ("obs", "reward", "huge"):
+    register_env(f"test/Poison-{_what}-v0", functools.partial(Poison, _what))
+register_env("test/NoAction-v0", functools.partial(NoAction, "mask"))
 
 
 @pytest.fixture(scope="session")

@@ -136,6 +136,20 @@ def test_masked_env_never_takes_an_illegal_action_and_learns_the_best_legal_one(
     np.testing.assert_allclose(out.metrics["env/steps"], 1.0)  # one-step episodes
 
 
+def test_a_mask_that_allows_nothing_is_found_per_env_and_per_sub_action():
+    """What the rollout counts as an env fault (the run then stops naming the env): a row with
+    no legal action, or for MultiDiscrete a sub-action with no legal value."""
+    T, F = True, False
+    dials = VecEnv("custom/Dials", 3, env=Dials())  # nvec (3, 4): logits [3 | 4]
+    masks = jnp.array([[T, F, F, F, T, F, F],   # one value of each sub-action: fine
+                       [T, T, T, F, F, F, F],   # the second sub-action allows nothing
+                       [F, F, F, F, F, F, F]])
+    np.testing.assert_array_equal(dials.allows_nothing(masks), [False, True, True])
+    bandit = VecEnv("custom/MaskedBandit", 2, env=MaskedBandit())
+    np.testing.assert_array_equal(bandit.allows_nothing(jnp.array([[F, F, F, T], [F] * 4])),
+                                  [False, True])
+
+
 def test_register_env_makes_an_id_usable_from_config_with_env_kwargs():
     jaxppo.register_env("test/Corridor-v0", Corridor)
     config = PPOConfig(env_id="test/Corridor-v0", env_kwargs={"length": 5}, num_envs=2,

@@ -2,6 +2,7 @@
 and nothing compiled or written. Plus divergence (status 3) and the memory refusal."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -299,6 +300,29 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, c
     assert ckpt.update == 2
     assert all(np.isfinite(x).all() for x in jax.tree.leaves(ckpt.train_state.params))
     assert not glob.glob(os.path.join(tmp_path, "run", "checkpoint", ".tmp-*"))
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # numpy's NaN/Inf warnings are noise
+@pytest.mark.parametrize("env_id,extra,culprit", [
+    # normalize_obs on: a NaN observation also poisons the normaliser; the env is named first
+    ("test/Poison-obs-v0", ["--set", "normalize_obs=true"], "returned NaN/Inf observations"),
+    ("test/Poison-reward-v0", [], "returned NaN/Inf rewards"),
+    ("test/NoAction-v0", [], "gave an action mask that allows no action"),
+])
+def test_a_faulty_env_is_named_not_blamed_on_lr(tmp_path, capsys, env_id, extra, culprit):
+    argv = ["train", "--config", CARTPOLE, *TINY, "--set", f"env_id={env_id}", *extra,
+            "--seeds", "2", "--logdir", str(tmp_path), "--run-name", "run", "--no-progress",
+            "--checkpoint-every", "1"]
+    capsys.readouterr()
+    assert main(argv) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert f"environment '{env_id}' {culprit} at update 3 (seed 0)" in err[0]
+    assert "fix the env" in err[0] and "lower lr" not in err[0]
+    assert "last good checkpoint (update 2)" in err[0]
+    assert load_checkpoint(os.path.join(tmp_path, "run")).update == 2
+    summary = json.load(open(os.path.join(tmp_path, "run", "summary.json")))
+    assert summary["diverged"]["update"] == 3
 
 
 def test_a_nonfinite_state_is_never_saved(tmp_path, finished_run):

@@ -148,13 +148,50 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_state(tmp_path):
     config = dataclasses.replace(CONFIG, env_id="test/Explode-v0", total_timesteps=64 * 6)
     events = []
     result = experiment(tmp_path, config=config, chunk_updates=1, callbacks=[events.append]).run()
-    assert result.status == "diverged" and result.diverged == (0, 3) and result.good_update == 2
-    assert [e.diverged for e in events] == [None, None, (0, 3)]  # callbacks see it, then it stops
+    assert result.status == "diverged" and result.diverged == (0, 3, "loss")
+    assert result.good_update == 2
+    assert [e.diverged for e in events] == [None, None, (0, 3, "loss")]  # seen, then it stops
     ckpt = load_checkpoint(os.path.join(str(tmp_path), "run"))
     assert ckpt.update == 2
     assert all(np.isfinite(x).all() for x in jax.tree.leaves(ckpt.train_state.params))
     summary = json.load(open(os.path.join(str(tmp_path), "run", "summary.json")))
-    assert summary["status"] == "diverged" and summary["diverged"] == {"run": 0, "update": 3}
+    assert summary["status"] == "diverged"
+    assert summary["diverged"] == {"run": 0, "update": 3, "source": "loss"}
+
+
+def test_a_normaliser_overflow_diverges_naming_it_and_keeps_the_run(tmp_path):
+    """Observations of 1e30 are finite, but their square overflows the obs normaliser's float32
+    variance (the policy then sees zeros). The normaliser is part of the divergence check: the
+    run stops naming it, and keeps its directory, its logs and the last good checkpoint (the
+    refused save of the bad state used to delete the whole run, and logdir=None said finished)."""
+    config = dataclasses.replace(CONFIG, env_id="test/Poison-huge-v0", normalize_obs=True,
+                                 total_timesteps=64 * 6)
+    result = experiment(tmp_path, config=config, chunk_updates=1).run()
+    assert result.status == "diverged" and result.diverged == (0, 3, "normaliser")
+    run = os.path.join(str(tmp_path), "run")
+    assert load_checkpoint(run).update == result.good_update == 2
+    m = read_metrics_csv(run)
+    np.testing.assert_array_equal(m["update"][0], [1, 2, 3])  # the bad update is logged too
+    np.testing.assert_array_equal(m["nonfinite_source"][0], [0, 0, 4])
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    assert summary["diverged"] == {"run": 0, "update": 3, "source": "normaliser"}
+    quiet = experiment(None, config=config, chunk_updates=1).run()  # no files: the same verdict
+    assert quiet.status == "diverged" and quiet.diverged == (0, 3, "normaliser")
+
+
+def test_a_refused_save_never_deletes_a_run_that_has_logged(tmp_path, monkeypatch):
+    """Any failure after the first chunk (here: the final save refusing a non-finite state)
+    surfaces, and the run directory keeps its logs; only a run in which nothing ran is removed."""
+    import jaxppo.callbacks
+
+    def refuse(*args, **kwargs):
+        raise jaxppo.CheckpointError("refusing to save a checkpoint with NaN/Inf parameters")
+
+    monkeypatch.setattr(jaxppo.callbacks, "save_checkpoint", refuse)
+    with pytest.raises(jaxppo.CheckpointError, match="refusing"):
+        experiment(tmp_path).run()
+    run = os.path.join(str(tmp_path), "run")
+    assert read_metrics_csv(run)["update"].shape == (2, 24)
 
 
 def test_any_number_of_updates_chunks_with_a_remainder(whole):

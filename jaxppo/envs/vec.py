@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxppo.envs.protocol import EnvInfo, inspect_env
 from jaxppo.envs.registry import make_env
@@ -224,3 +225,10 @@ class VecEnv:
     def action_mask(self, state: EnvState) -> jax.Array | None:
         """[N, A] legal actions at the current observations, or None for unmasked envs."""
         return state.mask
+
+    def allows_nothing(self, mask: jax.Array) -> jax.Array:
+        """[N] bool: the mask `[N, A]` allows no action (for MultiDiscrete: some sub-action has
+        no allowed value). No policy can act there: every logit is masked, so the categorical
+        is uniform over illegal actions and its argmax is always action 0."""
+        parts = jnp.split(mask, np.cumsum(self.nvec)[:-1].tolist(), axis=-1)
+        return jnp.any(jnp.stack([~jnp.any(p, axis=-1) for p in parts], axis=-1), axis=-1)
