@@ -196,6 +196,25 @@ def test_truncation_is_done_but_not_terminated_and_max_episode_steps_adds_a_limi
     assert dones == [(False, False), (False, False), (True, False)]
 
 
+class OwnLimit(Corridor):
+    """Corridor with its own `max_episode_steps` attribute."""
+
+    def __init__(self, limit):
+        super().__init__(length=8)
+        self.max_episode_steps = limit
+
+
+@pytest.mark.parametrize("limit", [-3, 0, 2.5, True])
+def test_an_envs_own_max_episode_steps_follows_the_config_keys_rule(limit):
+    """-3 truncated every step and 0 meant no limit, without a word."""
+    with pytest.raises(ConfigError, match=f"'custom/c': its max_episode_steps is {limit!r}; "
+                       "use a positive integer") as e:
+        VecEnv("custom/c", 1, env=OwnLimit(limit))
+    assert "\n" not in str(e.value)
+    assert VecEnv("custom/c", 1, env=OwnLimit(5), max_episode_steps=9).max_episode_steps == 5
+    assert VecEnv("custom/c", 1, env=OwnLimit(None)).max_episode_steps is None
+
+
 # ---- one line for every misuse ----------------------------------------------------------------
 class NoStep:
     default_params = None

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxppo.envs.protocol import EnvInfo, inspect_env
 from jaxppo.envs.registry import make_env
@@ -34,6 +35,20 @@ def replace_params(params: Any, overrides: dict[str, Any], env_id: str) -> Any:
         raise ConfigError(f"config key 'env_params': {env_id!r}'s params have no field "
                           f"{', '.join(unknown)}; its fields: {', '.join(fields) or 'none'}")
     return dataclasses.replace(params, **overrides)
+
+
+def own_time_limit(env: Any, env_id: str) -> int | None:
+    """The env's own `max_episode_steps`, held to the config key's rule: a positive integer or
+    None (no limit). 0 or a negative value would silently mean "no limit" or "every step"."""
+    value = getattr(env, "max_episode_steps", None)
+    if value is None:
+        return None
+    steps = int(value) if isinstance(value, (int, np.integer)) and not isinstance(
+        value, (bool, np.bool_)) else None
+    if steps is None or steps <= 0:
+        raise ConfigError(f"environment {env_id!r}: its max_episode_steps is {value!r}; use a "
+                          "positive integer, or None for no time limit")
+    return steps
 
 
 class EnvState(NamedTuple):
@@ -103,8 +118,7 @@ class VecEnv:
         label = f"environment {env_id!r}"
         self.info: EnvInfo = inspect_env(env, env_params, label, self.obs_field)
         self.lazy_reset = bool(getattr(env, "expensive_reset", False))
-        limits = [int(x) for x in (max_episode_steps, getattr(env, "max_episode_steps", None))
-                  if x]
+        limits = [x for x in (max_episode_steps, own_time_limit(env, env_id)) if x is not None]
         self.max_episode_steps: int | None = min(limits) if limits else None
         self.obs_shape: tuple[int, ...] = self.info.obs_shape
         # bool/uint8 observations (image grids) stay so until the network casts them: 4x less
