@@ -309,6 +309,50 @@ def test_each_misuse_is_one_line_before_compiling(env, obs_field, match):
     assert "\n" not in str(e.value)
 
 
+class MaskOnlyObs(DictObs):
+    """A dict observation whose only field is the action mask."""
+
+    def reset_env(self, key, params):
+        return {"action_mask": jnp.ones((2,), bool)}, DialState(jnp.int32(0))
+
+
+@pytest.mark.parametrize("obs_field", [None, "action_mask", "*"])
+def test_a_mask_only_observation_is_refused_without_suggesting_the_mask(obs_field):
+    """It used to suggest `obs_field: action_mask`, a field that is no observation."""
+    with pytest.raises(ConfigError, match="only field is 'action_mask' .* nothing to train on"
+                       ) as e:
+        inspect_env(MaskOnlyObs(), None, "environment 'custom/x'", obs_field)
+    assert "\n" not in str(e.value) and "obs_field: action_mask" not in str(e.value)
+
+
+def test_a_class_passed_as_env_is_one_line_naming_the_fix(tmp_path):
+    config = PPOConfig(env_id="custom/Corridor", total_timesteps=4096, **CONFIG)
+    for call in (lambda: make_train(config, env=Corridor),
+                 lambda: Experiment(config, env=Corridor, logdir=str(tmp_path),
+                                    progress=False).run()):
+        with pytest.raises(ConfigError, match="env= got the class scripts.corridor.Corridor, "
+                           r"not an environment; pass an instance \(env=Corridor\(...\)\)"
+                           ) as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_factory_that_raises_is_one_line_naming_the_env(tmp_path, monkeypatch):
+    (tmp_path / "h4_broken_env.py").write_text(
+        "def make(**kwargs):\n    raise RuntimeError('no licence file\\nsecond line')\n"
+        "def bug():\n    return None + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    small = dict(num_envs=2, num_steps=8, total_timesteps=32, num_minibatches=2)
+    for env_id, kwargs, match in (
+            ("h4_broken_env:make", {}, "raised: RuntimeError: no licence file;"),
+            ("h4_broken_env:make", {"size": 3}, "raised: RuntimeError: no licence file;"),
+            ("h4_broken_env:bug", {}, "raised: TypeError: unsupported operand")):
+        with pytest.raises(ConfigError, match=f"building environment '{env_id}' {match}") as e:
+            make_train(PPOConfig(env_id=env_id, env_kwargs=kwargs, **small))
+        assert "\n" not in str(e.value)
+
+
 def test_obs_field_picks_or_joins_fields_of_a_dict_observation():
     env = DictObs()
     assert VecEnv("custom/d", 2, env=env, obs_field="grid").obs_shape == (3, 3)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -163,6 +164,23 @@ def _as_pair(made: Any, label: str) -> tuple[Any, Any]:
     return made, getattr(made, "default_params", None)
 
 
+def _rejects_kwargs(factory: Callable[..., Any], kwargs: dict[str, Any]) -> bool:
+    """Whether `factory`'s signature refuses `kwargs` (a TypeError then means a wrong
+    env_kwargs, not a bug inside the factory); True where the signature cannot be read."""
+    try:
+        inspect.signature(factory).bind(**kwargs)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
+def _raised(env_id: str, e: BaseException) -> ConfigError:
+    text = str(e).strip().splitlines()
+    return ConfigError(f"config key 'env_id': building environment {env_id!r} raised: "
+                       f"{type(e).__name__}: {text[0] if text else ''}; call it directly to see "
+                       "the full traceback")
+
+
 def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """`(env, env_params)` for a known `env_id`; `env_kwargs` go to the env's constructor
     (or, for a suite, to its adapter: see each adapter's docstring)."""
@@ -182,10 +200,14 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
         factory = local[env_id] if env_id in local else _import_target(env_id)
         try:
             made = factory(**kwargs)
+        except ConfigError:
+            raise
         except TypeError as e:
-            if kwargs:
+            if kwargs and _rejects_kwargs(factory, kwargs):
                 raise ConfigError(f"config key 'env_kwargs': {env_id!r} does not take "
                                   f"{sorted(kwargs)} ({e})") from None
-            raise
+            raise _raised(env_id, e) from None
+        except Exception as e:  # noqa: BLE001 - the user's constructor failed: one line
+            raise _raised(env_id, e) from None
         return _as_pair(made, label)
     return gymnax_env.make(env_id, kwargs)

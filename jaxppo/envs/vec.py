@@ -106,6 +106,11 @@ class VecEnv:
                  params_overrides: dict[str, Any] | None = None):
         self.env_id = env_id
         self.num_envs = num_envs
+        if isinstance(env, type):
+            raise ConfigError(f"env= got the class {env.__module__}.{env.__qualname__}, not an "
+                              f"environment; pass an instance (env={env.__qualname__}(...)), or "
+                              f"name the class in the config: env_id: "
+                              f"{env.__module__}:{env.__qualname__}")
         if env is None:
             env, params = make_env(env_id, env_kwargs)
             env_params = params if env_params is None else env_params
