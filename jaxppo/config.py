@@ -407,12 +407,16 @@ def parse_value(text: str) -> Any:
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """`KEY=VALUE` overrides (the CLI's `--set`); VALUE is read as YAML 1.2, so 3e-4, true and
-    [64, 64] mean what they say. The keys are checked when the config is built."""
+    [64, 64] mean what they say. An unknown KEY is refused here, naming the `--set` it came
+    from (not the config file); values are checked when the config is built."""
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)")
+        if key.strip() not in FIELDS:
+            raise ConfigError(f"--set {item}: unknown key '{key.strip()}'; "
+                              f"{_unknown_key_fix(key.strip())}")
         try:
             out[key.strip()] = parse_value(value)
         except yaml.YAMLError:
@@ -451,6 +455,9 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
     if not isinstance(values, dict):
         raise ConfigError(f"config file '{path}': expected a mapping of key: value, "
                           f"got {type(values).__name__}")
+    for key in overrides or {}:  # a typo in the overrides is not the file's
+        if key not in FIELDS:
+            raise ConfigError(f"overrides: unknown key '{key}'; {_unknown_key_fix(key)}")
     return config_from_dict({**values, **(overrides or {})}, source=f"config file '{path}'")
 
 
