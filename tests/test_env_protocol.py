@@ -416,3 +416,91 @@ def test_compare_refuses_what_sb3_would_not_run_alike():
         with pytest.raises(ConfigError, match="compare different things") as e:
             comparable_config(PPOConfig(**change))
         assert "\n" not in str(e.value)
+
+
+# ---- the env a run trained on ----------------------------------------------------------------
+class Corridor2(Corridor):
+    """Another class with Corridor's shapes (a checkpoint of Corridor would load into it)."""
+
+
+@pytest.fixture(scope="module")
+def stopped_instance_run(tmp_path_factory):
+    """A Corridor(length=8) run stopped at update 4 of 16, with its checkpoint."""
+    logdir = tmp_path_factory.mktemp("instance")
+    config = PPOConfig(env_id="custom/Corridor", total_timesteps=4096, **CONFIG)
+    Experiment(config, env=Corridor(length=8), logdir=str(logdir), run_name="r", progress=False,
+               chunk_updates=4, callbacks=[lambda e: e.update < 4]).run()
+    return logdir / "r"
+
+
+@pytest.mark.parametrize("env,match", [
+    (Corridor2(length=8), "the run trained on a scripts.corridor:Corridor, but env= is a "
+                          "\\S*test_env_protocol:Corridor2"),
+    (Corridor(length=9), "env= is another scripts.corridor:Corridor \\(length: 8 in the run, 9 now\\)"),
+])
+def test_another_env_is_refused_on_resume_load_and_evaluate(stopped_instance_run, env, match):
+    """Resuming with another class used to go on without a word."""
+    from jaxppo import CheckpointError
+
+    for call in (lambda: Experiment.resume(stopped_instance_run, env=env, progress=False),
+                 lambda: jaxppo.load_checkpoint(stopped_instance_run, env=env),
+                 lambda: jaxppo.load_policy(stopped_instance_run, env=env),
+                 lambda: jaxppo.evaluate(stopped_instance_run, episodes=2, env=env)):
+        with pytest.raises(CheckpointError, match=match) as e:
+            call()
+        assert "\n" not in str(e.value) and "custom/Corridor" in str(e.value)
+    ckpt = jaxppo.load_checkpoint(stopped_instance_run, env=Corridor(length=8))
+    assert ckpt.extra["env"]["class"] == "scripts.corridor:Corridor"
+    assert ckpt.extra["env"]["attrs"] == {"length": 8, "default_params": None}
+
+
+def test_a_mismatched_instance_is_blamed_not_the_config(stopped_instance_run, tmp_path):
+    """A checkpoint without the env record (older runs): shapes that disagree name env=."""
+    import shutil
+
+    from jaxppo import CheckpointError
+    from jaxppo.checkpoint import save_checkpoint
+
+    run = tmp_path / "old"
+    shutil.copytree(stopped_instance_run, run)
+    ckpt = jaxppo.load_checkpoint(run, env=Corridor(length=8))
+    extra = {k: v for k, v in ckpt.extra.items() if k != "env"}
+    save_checkpoint(str(run), ckpt.runner_state, ckpt.config, ckpt.update, ckpt.num_runs, extra)
+    with pytest.raises(CheckpointError, match="does not match the environment passed as env= "
+                       "\\(custom/Corridor, a scripts.corridor:Corridor\\)") as e:
+        jaxppo.load_policy(run, env=Corridor(length=12))
+    assert "config" not in str(e.value) and "\n" not in str(e.value)
+
+
+def test_register_env_refuses_ids_it_could_never_serve_and_silent_replacements(monkeypatch):
+    from jaxppo.envs import registry
+    from jaxppo.stats import solve_threshold
+
+    monkeypatch.setattr(registry, "_USER_ENVS", {})
+    monkeypatch.setattr(registry, "_OVERWRITES", set())
+    for env_id, match in (("brax/foo", "prefix 'brax/' belongs to the Brax suite"),
+                          ("custom/foo", "prefix 'custom/' belongs to environment instances"),
+                          ("probe/Foo-v0", "prefix 'probe/' belongs to jaxppo's probes"),
+                          ("mypkg:Foo", "a ':' reads as module.path:Name"),
+                          ("CartPole-v1", "a built-in id .* or pass overwrite=True"),
+                          ("StatelessCartPole-v1", "a built-in id")):
+        with pytest.raises(ConfigError, match=match) as e:
+            jaxppo.register_env(env_id, Corridor)
+        assert "\n" not in str(e.value) and env_id not in registry._USER_ENVS
+    assert solve_threshold("CartPole-v1") == 475.0
+    jaxppo.register_env("CartPole-v1", Corridor, overwrite=True)
+    assert isinstance(registry.make_env("CartPole-v1")[0], Corridor)
+    assert solve_threshold("CartPole-v1") is None  # CartPole's 475 is not the Corridor's
+
+
+def test_a_builtin_id_registered_before_gymnax_is_imported_is_refused_at_first_use():
+    import subprocess
+
+    code = ("import jaxppo, sys\nfrom scripts.corridor import Corridor\n"
+            "assert 'gymnax' not in sys.modules\n"
+            "jaxppo.register_env('CartPole-v1', Corridor)\n"
+            "jaxppo.PPOConfig(env_id='Acrobot-v1')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert proc.returncode == 1
+    assert "ConfigError: register_env('CartPole-v1'): that is a built-in id" in proc.stderr
