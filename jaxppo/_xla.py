@@ -5,8 +5,10 @@ vmapped training programs at 0% CPU after compiling: 2 vmapped seeds of
 `configs/minatar_breakout.yaml`, PureJaxRL's ppo.py at 16 seeds, and (2026-11-22) the default
 CartPole config at 16 vmapped seeds, 2 times in 11. So `import jaxppo` turns it off for the
 process (XLA_FLAGS, before JAX creates its CPU backend), which also protects the programs users
-jit themselves. Passing the same option per program (`compile(compiler_options=...)`, which XLA
-accepts) does not help: with it alone, the 16-seed program still hung (1 run in 7) and ran at the
+jit themselves; JAX's plugin hook (`jax_plugins/jaxppo_xla_flags.py`) sets it at backend creation
+too, so importing a suite (gymnax starts the backend at import) before jaxppo loses nothing.
+Passing the same option per program (`compile(compiler_options=...)`, which XLA accepts) does
+not help: with it alone, the 16-seed program still hung (1 run in 7) and ran at the
 scheduler-on speed, i.e. the option is not read per program (BENCHMARKS.md). The cost of the
 flag is throughput on some shapes (16 CartPole seeds: ~135k instead of ~173k SPS, median of 5
 interleaved; 1 seed: no difference). Set JAXPPO_KEEP_XLA_FLAGS=1 to leave XLA_FLAGS exactly as
@@ -15,36 +17,47 @@ you set them, hangs included.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import warnings
-from importlib import metadata
+from types import ModuleType
 
 import jax
 
-FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+HOOK = "jax_plugins.jaxppo_xla_flags"
 
 
-def _jaxlib_version() -> tuple[int, ...]:
+def _load_hook() -> ModuleType:
+    """The hook module JAX imports (the same object, so its record of the backend's flags is
+    read); from its file next to this package where `jax_plugins/` is not on the path (an
+    editable install made before the hook existed), in which case JAX never ran it."""
     try:
-        return tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
-    except (metadata.PackageNotFoundError, ValueError):
-        return (0, 0)
+        return importlib.import_module(HOOK)
+    except ImportError:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            *HOOK.split(".")) + ".py"
+        spec = importlib.util.spec_from_file_location("_jaxppo_xla_flags", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+hook = _load_hook()
+FLAG = hook.FLAG
 
 
 def apply_xla_cpu_flags() -> None:
-    if os.environ.get("JAXPPO_KEEP_XLA_FLAGS"):
-        return
-    flags = os.environ.get("XLA_FLAGS", "")
-    # XLA aborts on unknown flags, so only add it where it is known to exist.
-    if "xla_cpu_enable_concurrency_optimized_scheduler" in flags or _jaxlib_version() < (0, 10):
-        return
-    os.environ["XLA_FLAGS"] = f"{flags} {FLAG}".strip()
-    if _backend_started():
-        # Some env suites (Jumanji, gymnax's env modules) create arrays at import, which starts
-        # JAX's CPU backend; XLA_FLAGS set after that are not read.
-        warnings.warn("jaxppo was imported after JAX started its CPU backend (e.g. after "
-                      "`import jumanji`), so its XLA:CPU deadlock workaround is off for this "
-                      "process; import jaxppo first", RuntimeWarning, stacklevel=3)
+    """Add the flag for the backends JAX has yet to create; warn where they were created without
+    it. JAX's plugin hook (`jax_plugins/jaxppo_xla_flags.py`) adds it too, at backend creation,
+    so a suite imported before jaxppo (gymnax starts JAX's backend at import) is covered."""
+    hook.add_flag()
+    if _backend_started() and FLAG in os.environ.get("XLA_FLAGS", "") and not hook.protected():
+        warnings.warn("jaxppo was imported after JAX started its CPU backend, which it did "
+                      "without jaxppo's XLA:CPU deadlock workaround (JAX ran before jaxppo or "
+                      "an env suite was imported, or jaxppo's jax_plugins hook is not installed: "
+                      "pip install -e .), so the workaround is off for this process; import "
+                      "jaxppo first", RuntimeWarning, stacklevel=3)
 
 
 def _backend_started() -> bool:

@@ -59,6 +59,7 @@ class RunInfo:
     settings: list[dict] | None  # a sweep's per-run hyperparameters, else None
     chunk_updates: int
     description: str = ""  # where it runs, e.g. "seeds sharded over 4 devices"
+    env: dict | None = None  # the env= instance trained on (envs.identity.describe_env), if any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +247,8 @@ class Checkpointer(Callback):
             extra = {"seed": self.info.seed, "stats": good.stats}
             if self.info.settings is not None:
                 extra["settings"] = self.info.settings
+            if self.info.env is not None:
+                extra["env"] = self.info.env
             save_checkpoint(self.info.run_dir, host, self.info.config, good.update,
                             self.info.num_runs, extra=extra, allow_nonfinite=self.allow_nonfinite)
         self.saved_update = good.update

@@ -22,6 +22,7 @@ import numpy as np
 from flax import serialization
 
 from jaxppo.config import PPOConfig, config_from_dict
+from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError
 from jaxppo.files import remove_stale_temps, write_atomic
 from jaxppo.keys import is_key, to_host
@@ -142,18 +143,22 @@ def _with_new_empty_fields(template: Any, saved: Any) -> Any:
     return out
 
 
-def restore_into(template, state_dict: dict, source: str):
+def restore_into(template, state_dict: dict, source: str, env_label: str | None = None):
     """Fill `template` (a runner state, leaves may be ShapeDtypeStructs) from `state_dict`,
-    checking that every leaf's shape matches; keys come back as typed PRNG keys."""
+    checking that every leaf's shape matches; keys come back as typed PRNG keys. `env_label`
+    names the environment instance the template was built on (given as env=): a mismatch is
+    then blamed on it, not on the config."""
+    what, fix = ((f"the environment passed as env= ({env_label})",
+                  "pass the environment instance the run trained on") if env_label else
+                 ("this config", "resume with the run's own config"))
     host_template = jax.tree.map(
         lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
     state_dict = _with_new_empty_fields(serialization.to_state_dict(host_template), state_dict)
     try:
         restored = serialization.from_state_dict(host_template, state_dict)
     except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"checkpoint '{source}' does not match this config's state "
-                              f"({str(e).splitlines()[0][:120]}); resume with the run's own config"
-                              ) from None
+        raise CheckpointError(f"checkpoint '{source}' does not match {what} "
+                              f"({str(e).splitlines()[0][:120]}); {fix}") from None
     problems = []
 
     def check(t, x):
@@ -163,9 +168,9 @@ def restore_into(template, state_dict: dict, source: str):
 
     jax.tree.map(check, host_template, restored)
     if problems:
-        raise CheckpointError(f"checkpoint '{source}' does not match this config: array shapes "
-                              f"{problems[0]} (e.g. other network sizes or num_envs); "
-                              "resume with the run's own config")
+        cause = "" if env_label else " (e.g. other network sizes or num_envs)"
+        raise CheckpointError(f"checkpoint '{source}' does not match {what}: array shapes "
+                              f"{problems[0]}{cause}; {fix}")
     # Keys are stored as raw data of the default implementation (what the CLI seeds with).
     return jax.tree.map(
         lambda t, x: jax.random.wrap_key_data(jnp.asarray(x, jnp.uint32))
@@ -193,10 +198,17 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
         config = config_from_dict(header["config"], source="checkpoint config")
     except ConfigError as e:
         raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {e}") from None
+    saved_env = header.get("extra", {}).get("env")
+    if env is not None and isinstance(saved_env, dict):
+        mismatch = env_mismatch(saved_env, env, env_params)
+        if mismatch:
+            raise CheckpointError(f"checkpoint '{path}' ({config.env_id}): {mismatch}; pass the "
+                                  "environment instance the run trained on")
     num_runs = int(header["num_runs"])
     train = make_train(config, env=env, env_params=env_params)
     template = jax.eval_shape(jax.vmap(train.init), jax.random.split(jax.random.key(0), num_runs))
-    runner = restore_into(template, state, checkpoint_path(path))
+    label = None if env is None else f"{config.env_id}, a {class_name(env)}"
+    runner = restore_into(template, state, checkpoint_path(path), label)
     ts = runner.train_state
     if num_runs == 1:
         ts = jax.tree.map(lambda x: x[0], ts)

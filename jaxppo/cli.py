@@ -4,6 +4,7 @@
     jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
+    jaxppo config --list                                         (every config key)
 
 Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM, SIGHUP) saves a
 checkpoint at the next chunk boundary and exits with 128 + the signal; `--resume RUN_DIR`
@@ -25,7 +26,7 @@ import jax
 import jaxppo.compare as cmp
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.callbacks import Callback, RunInfo
-from jaxppo.config import load_config, parse_overrides
+from jaxppo.config import config_reference, load_config, parse_overrides
 from jaxppo.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.experiment import (
@@ -151,6 +152,8 @@ def _stopped(result, command: str) -> int | None:
 
 # --------------------------------------------------------------------------------------------
 def cmd_train(args) -> int:
+    if args.help_config:
+        return cmd_config(args)
     mesh = setup_devices(args)  # before any JAX computation
     opts = dict(progress=not args.no_progress, mesh=mesh, shard=args.shard,
                 checkpoint_every=args.checkpoint_every)
@@ -287,6 +290,18 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_config(args) -> int:
+    """Every config key with its type, default and meaning (`PPOConfig`'s field docstrings)."""
+    if not (getattr(args, "list", False) or getattr(args, "help_config", False)):
+        raise UsageError("give --list (every config key with its type, default and "
+                         "meaning)")
+    rows = [("key", "type", "default", "meaning"), *config_reference()]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
+    return 0
+
+
 # --------------------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (the full usage is one `--help` away)."""
@@ -331,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
                    metavar="UPDATES", help="save a checkpoint every this many updates")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
+    t.add_argument("--help-config", action="store_true",
+                   help="list every config key (type, default, meaning) and exit")
     t.set_defaults(func=cmd_train)
 
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
@@ -373,6 +390,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,
                    help=argparse.SUPPRESS)
     e.set_defaults(func=cmd_eval)
+
+    k = sub.add_parser("config", help="the config keys: --list prints each with type, default "
+                                      "and meaning")
+    k.add_argument("--list", action="store_true", help="list every config key")
+    k.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)
+    k.set_defaults(func=cmd_config)
     return p
 
 

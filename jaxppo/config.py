@@ -7,12 +7,15 @@ that `train(key, hparams)` takes as an argument, so one compile serves a whole v
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
 import math
 import numbers
 import os
 import re
+import textwrap
 import typing
 from typing import Any, NamedTuple
 
@@ -147,6 +150,58 @@ class PPOConfig:
         d["env_kwargs"] = _thaw(self.env_kwargs)
         d["env_params"] = _thaw(self.env_params)
         return d
+
+
+def _field_docs() -> dict[str, str]:
+    """Each field's docstring (the string under it in `PPOConfig`), read from the source: the
+    one place a key's meaning is written."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(PPOConfig)))
+    body = tree.body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(
+                after, ast.Expr) and isinstance(after.value, ast.Constant):
+            docs[node.target.id] = " ".join(str(after.value.value).split())
+    return docs
+
+
+def _type_text(hint: Any) -> str:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if len(args) < len(typing.get_args(hint)):  # Optional
+        return f"{_type_text(args[0])} or null"
+    if typing.get_origin(hint) is dict:
+        return "mapping"
+    if typing.get_origin(hint) is tuple:
+        return "list of int"
+    return hint.__name__
+
+
+def _default_text(field: dataclasses.Field) -> str:
+    value = field.default_factory() if field.default is dataclasses.MISSING else field.default
+    return yaml.safe_dump(_thaw(value), default_flow_style=True, width=10**6).strip().removesuffix(
+        "\n...").strip()
+
+
+def config_reference() -> list[tuple[str, str, str, str]]:
+    """`(key, type, default, meaning)` for every config key, in `PPOConfig`'s order: the type
+    from its annotation, the default as YAML writes it, and the first sentence of its docstring.
+    `jaxppo config --list` prints it and the README's table is `config_reference_markdown()`."""
+    docs = _field_docs()
+    missing = [name for name in FIELDS if name not in docs]
+    if missing:
+        raise RuntimeError(f"PPOConfig fields without a docstring: {', '.join(missing)}")
+    return [(name, _type_text(_HINTS[name]), _default_text(field),
+             re.split(r"(?<=\.)\s+(?=[A-Z])", docs[name])[0])
+            for name, field in FIELDS.items()]
+
+
+def config_reference_markdown() -> str:
+    """The README's table of config keys (a test keeps the README equal to it)."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for name, kind, default, meaning in config_reference():
+        cells = [f"`{name}`", kind, f"`{default}`", meaning.replace("|", "\\|")]
+        rows.append(f"| {' | '.join(cells)} |")
+    return "\n".join(rows)
 
 
 def _freeze(value: Any) -> Any:
@@ -407,12 +462,16 @@ def parse_value(text: str) -> Any:
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """`KEY=VALUE` overrides (the CLI's `--set`); VALUE is read as YAML 1.2, so 3e-4, true and
-    [64, 64] mean what they say. The keys are checked when the config is built."""
+    [64, 64] mean what they say. An unknown KEY is refused here, naming the `--set` it came
+    from (not the config file); values are checked when the config is built."""
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)")
+        if key.strip() not in FIELDS:
+            raise ConfigError(f"--set {item}: unknown key '{key.strip()}'; "
+                              f"{_unknown_key_fix(key.strip())}")
         try:
             out[key.strip()] = parse_value(value)
         except yaml.YAMLError:
@@ -451,6 +510,9 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
     if not isinstance(values, dict):
         raise ConfigError(f"config file '{path}': expected a mapping of key: value, "
                           f"got {type(values).__name__}")
+    for key in overrides or {}:  # a typo in the overrides is not the file's
+        if key not in FIELDS:
+            raise ConfigError(f"overrides: unknown key '{key}'; {_unknown_key_fix(key)}")
     return config_from_dict({**values, **(overrides or {})}, source=f"config file '{path}'")
 
 

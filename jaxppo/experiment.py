@@ -45,6 +45,7 @@ from jaxppo.checkpoint import checkpoint_path, load_checkpoint
 from jaxppo.config import Hparams, PPOConfig, config_from_dict
 from jaxppo.distributed import from_process_0, gather, is_main_process, make_mesh
 from jaxppo.driver import ChunkResult, Driver, StopFlag
+from jaxppo.envs.identity import describe_env
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.files import RunLock, check_no_symlinks, check_run_name
 from jaxppo.logger import CsvLogger, SummaryFile, TensorBoardLogger, write_config
@@ -293,7 +294,8 @@ class Experiment:
         config, resume = self.config, self._resume
         start_update = resume["update"] if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
-                       self.settings, driver.chunk_updates, placement.description)
+                       self.settings, driver.chunk_updates, placement.description,
+                       None if self.env is None else describe_env(self.env, self.env_params))
         callbacks = self._callbacks(run_dir is not None, main)
         inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
         t_start = time.perf_counter()

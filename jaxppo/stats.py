@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxppo.envs.registry import is_replaced_builtin
+
 SOLVE_WINDOW = 20
 """Episodes per seed in the solve window (Gymnasium defines its thresholds over 100 episodes;
 20 keeps short runs meaningful)."""
@@ -44,6 +46,12 @@ def quiet_nonfinite(fn):
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             return fn(*args, **kwargs)
     return quiet
+
+
+def solve_threshold(env_id: str) -> float | None:
+    """The env's solve threshold; none for a built-in id replaced by `register_env(...,
+    overwrite=True)` (the threshold belongs to the built-in env)."""
+    return None if is_replaced_builtin(env_id) else SOLVE_THRESHOLDS.get(env_id)
 
 
 class SolveTracker:
@@ -112,7 +120,7 @@ class RunStats:
         if self.final_return is None:
             self.final_return = np.zeros(self.num_runs)
         if self.tracker is None:
-            self.tracker = SolveTracker(SOLVE_THRESHOLDS.get(self.env_id), self.num_runs)
+            self.tracker = SolveTracker(solve_threshold(self.env_id), self.num_runs)
 
     @property
     def threshold(self) -> float | None:
@@ -158,5 +166,5 @@ class RunStats:
                    final_return=np.asarray(d["final_return"], float), solved=d.get("solved"),
                    wall_before=float(d["wall_s"]), run_s=float(d["run_s"]),
                    steps_timed=int(d["steps_timed"]),
-                   tracker=SolveTracker(SOLVE_THRESHOLDS.get(env_id), num_runs,
+                   tracker=SolveTracker(solve_threshold(env_id), num_runs,
                                         d.get("solve_history")))

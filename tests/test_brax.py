@@ -112,6 +112,16 @@ def test_cli_unknown_brax_env_is_one_line(capsys):
     assert code == 2 and len(err) == 1 and "brax/ant_v9" in err[0], err
 
 
+def test_a_bad_env_kwargs_value_is_one_line(capsys):
+    """An unknown `backend` failed inside Brax with a ValueError traceback."""
+    code = main(["train", "--config", IDP_CONFIG, "--set", "env_kwargs={backend: nope}",
+                 "--no-cache"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "env_kwargs': Brax could not build 'brax/inverted_double_pendulum'" in err[0]
+    assert "backend should be in" in err[0]
+
+
 @pytest.fixture(scope="module")
 def idp_run(tmp_path_factory):
     """The shipped config, through the CLI, with 3e5 of its 1e6 steps (~25 s on 2 cores)."""

@@ -235,3 +235,29 @@ def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         Experiment(config, logdir=str(tmp_path), run_name="full", progress=False).run()
     assert load_checkpoint(os.path.join(str(tmp_path), "full")).update > 0
+
+
+def test_config_list_prints_every_key_with_type_default_and_meaning(capsys):
+    """network, rnn_size, torso, obs_field, ... were found only in the README's prose."""
+    from jaxppo.config import FIELDS, PPOConfig
+
+    for argv in (["config", "--list"], ["train", "--help-config"]):
+        assert main(argv) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split() == ["key", "type", "default", "meaning"]
+        rows = {line.split()[0]: line for line in lines[1:]}
+        assert list(rows) == list(FIELDS)
+        assert rows["rnn_size"].split()[1:3] == ["int", str(PPOConfig().rnn_size)]
+        assert "GRU/LSTM hidden state" in rows["rnn_size"]
+        assert rows["max_episode_steps"].split()[1:4] == ["int", "or", "null"]
+    assert main(["config"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["jaxppo config: error: give --list (every config key with its type, default "
+                   "and meaning)"]
+
+
+def test_every_config_field_has_a_docstring_for_the_reference():
+    from jaxppo.config import FIELDS, config_reference
+
+    ref = config_reference()
+    assert [r[0] for r in ref] == list(FIELDS) and all(r[3] for r in ref)

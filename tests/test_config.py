@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxppo import ConfigError, Hparams, PPOConfig, load_config
-from jaxppo.config import config_from_dict, parse_value, yaml_load
+from jaxppo.config import config_from_dict, parse_overrides, parse_value, yaml_load
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
@@ -84,6 +84,18 @@ def test_overrides(tmp_path):
     cfg = load_config(p, {"lr": 1e-3})
     assert cfg.env_id == "Acrobot-v1" and cfg.hidden_sizes == (32, 32) and cfg.lr == 1e-3
     assert isinstance(cfg.lr, float)
+
+
+def test_a_typo_in_the_overrides_is_not_blamed_on_the_config_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("env_id: Acrobot-v1\n")
+    with pytest.raises(ConfigError, match="^overrides: unknown key 'lerning_rate'; did you mean "
+                       "'lr'") as e:
+        load_config(p, {"lerning_rate": 1e-3})
+    assert "c.yaml" not in str(e.value)
+    with pytest.raises(ConfigError, match="^--set lerning_rate=1e-3: unknown key 'lerning_rate';"
+                       " did you mean 'lr'"):
+        parse_overrides(["lerning_rate=1e-3"])
 
 
 def test_hparams():

@@ -205,6 +205,9 @@ def test_locomotion_is_refused_without_downloading():
     ({"episode_length": 5}, "takes only config_overrides"),
     ({"config_overrides": {"episode_lenght": 5}}, "no key 'episode_lenght'"),
     ({"config_overrides": {"impl": "cuda"}}, "could not build"),
+    ({"config_overrides": {"episode_length": -3}}, "episode_length is -3; use a positive integer"),
+    ({"config_overrides": {"episode_length": 0}}, "episode_length is 0; use a positive integer"),
+    ({"config_overrides": {"action_repeat": 0}}, "action_repeat is 0; use a positive integer"),
 ])
 def test_bad_env_kwargs_are_one_line(kwargs, match):
     with pytest.raises(ConfigError, match=match) as e:

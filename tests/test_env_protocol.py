@@ -210,6 +210,25 @@ def test_truncation_is_done_but_not_terminated_and_max_episode_steps_adds_a_limi
     assert dones == [(False, False), (False, False), (True, False)]
 
 
+class OwnLimit(Corridor):
+    """Corridor with its own `max_episode_steps` attribute."""
+
+    def __init__(self, limit):
+        super().__init__(length=8)
+        self.max_episode_steps = limit
+
+
+@pytest.mark.parametrize("limit", [-3, 0, 2.5, True])
+def test_an_envs_own_max_episode_steps_follows_the_config_keys_rule(limit):
+    """-3 truncated every step and 0 meant no limit, without a word."""
+    with pytest.raises(ConfigError, match=f"'custom/c': its max_episode_steps is {limit!r}; "
+                       "use a positive integer") as e:
+        VecEnv("custom/c", 1, env=OwnLimit(limit))
+    assert "\n" not in str(e.value)
+    assert VecEnv("custom/c", 1, env=OwnLimit(5), max_episode_steps=9).max_episode_steps == 5
+    assert VecEnv("custom/c", 1, env=OwnLimit(None)).max_episode_steps is None
+
+
 # ---- one line for every misuse ----------------------------------------------------------------
 class NoStep:
     default_params = None
@@ -304,6 +323,50 @@ def test_each_misuse_is_one_line_before_compiling(env, obs_field, match):
     assert "\n" not in str(e.value)
 
 
+class MaskOnlyObs(DictObs):
+    """A dict observation whose only field is the action mask."""
+
+    def reset_env(self, key, params):
+        return {"action_mask": jnp.ones((2,), bool)}, DialState(jnp.int32(0))
+
+
+@pytest.mark.parametrize("obs_field", [None, "action_mask", "*"])
+def test_a_mask_only_observation_is_refused_without_suggesting_the_mask(obs_field):
+    """It used to suggest `obs_field: action_mask`, a field that is no observation."""
+    with pytest.raises(ConfigError, match="only field is 'action_mask' .* nothing to train on"
+                       ) as e:
+        inspect_env(MaskOnlyObs(), None, "environment 'custom/x'", obs_field)
+    assert "\n" not in str(e.value) and "obs_field: action_mask" not in str(e.value)
+
+
+def test_a_class_passed_as_env_is_one_line_naming_the_fix(tmp_path):
+    config = PPOConfig(env_id="custom/Corridor", total_timesteps=4096, **CONFIG)
+    for call in (lambda: make_train(config, env=Corridor),
+                 lambda: Experiment(config, env=Corridor, logdir=str(tmp_path),
+                                    progress=False).run()):
+        with pytest.raises(ConfigError, match="env= got the class scripts.corridor.Corridor, "
+                           r"not an environment; pass an instance \(env=Corridor\(...\)\)"
+                           ) as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_factory_that_raises_is_one_line_naming_the_env(tmp_path, monkeypatch):
+    (tmp_path / "h4_broken_env.py").write_text(
+        "def make(**kwargs):\n    raise RuntimeError('no licence file\\nsecond line')\n"
+        "def bug():\n    return None + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    small = dict(num_envs=2, num_steps=8, total_timesteps=32, num_minibatches=2)
+    for env_id, kwargs, match in (
+            ("h4_broken_env:make", {}, "raised: RuntimeError: no licence file;"),
+            ("h4_broken_env:make", {"size": 3}, "raised: RuntimeError: no licence file;"),
+            ("h4_broken_env:bug", {}, "raised: TypeError: unsupported operand")):
+        with pytest.raises(ConfigError, match=f"building environment '{env_id}' {match}") as e:
+            make_train(PPOConfig(env_id=env_id, env_kwargs=kwargs, **small))
+        assert "\n" not in str(e.value)
+
+
 def test_obs_field_picks_or_joins_fields_of_a_dict_observation():
     env = DictObs()
     assert VecEnv("custom/d", 2, env=env, obs_field="grid").obs_shape == (3, 3)
@@ -367,3 +430,91 @@ def test_compare_refuses_what_sb3_would_not_run_alike():
         with pytest.raises(ConfigError, match="compare different things") as e:
             comparable_config(PPOConfig(**change))
         assert "\n" not in str(e.value)
+
+
+# ---- the env a run trained on ----------------------------------------------------------------
+class Corridor2(Corridor):
+    """Another class with Corridor's shapes (a checkpoint of Corridor would load into it)."""
+
+
+@pytest.fixture(scope="module")
+def stopped_instance_run(tmp_path_factory):
+    """A Corridor(length=8) run stopped at update 4 of 16, with its checkpoint."""
+    logdir = tmp_path_factory.mktemp("instance")
+    config = PPOConfig(env_id="custom/Corridor", total_timesteps=4096, **CONFIG)
+    Experiment(config, env=Corridor(length=8), logdir=str(logdir), run_name="r", progress=False,
+               chunk_updates=4, callbacks=[lambda e: e.update < 4]).run()
+    return logdir / "r"
+
+
+@pytest.mark.parametrize("env,match", [
+    (Corridor2(length=8), "the run trained on a scripts.corridor:Corridor, but env= is a "
+                          "\\S*test_env_protocol:Corridor2"),
+    (Corridor(length=9), "env= is another scripts.corridor:Corridor \\(length: 8 in the run, 9 now\\)"),
+])
+def test_another_env_is_refused_on_resume_load_and_evaluate(stopped_instance_run, env, match):
+    """Resuming with another class used to go on without a word."""
+    from jaxppo import CheckpointError
+
+    for call in (lambda: Experiment.resume(stopped_instance_run, env=env, progress=False),
+                 lambda: jaxppo.load_checkpoint(stopped_instance_run, env=env),
+                 lambda: jaxppo.load_policy(stopped_instance_run, env=env),
+                 lambda: jaxppo.evaluate(stopped_instance_run, episodes=2, env=env)):
+        with pytest.raises(CheckpointError, match=match) as e:
+            call()
+        assert "\n" not in str(e.value) and "custom/Corridor" in str(e.value)
+    ckpt = jaxppo.load_checkpoint(stopped_instance_run, env=Corridor(length=8))
+    assert ckpt.extra["env"]["class"] == "scripts.corridor:Corridor"
+    assert ckpt.extra["env"]["attrs"] == {"length": 8, "default_params": None}
+
+
+def test_a_mismatched_instance_is_blamed_not_the_config(stopped_instance_run, tmp_path):
+    """A checkpoint without the env record (older runs): shapes that disagree name env=."""
+    import shutil
+
+    from jaxppo import CheckpointError
+    from jaxppo.checkpoint import save_checkpoint
+
+    run = tmp_path / "old"
+    shutil.copytree(stopped_instance_run, run)
+    ckpt = jaxppo.load_checkpoint(run, env=Corridor(length=8))
+    extra = {k: v for k, v in ckpt.extra.items() if k != "env"}
+    save_checkpoint(str(run), ckpt.runner_state, ckpt.config, ckpt.update, ckpt.num_runs, extra)
+    with pytest.raises(CheckpointError, match="does not match the environment passed as env= "
+                       "\\(custom/Corridor, a scripts.corridor:Corridor\\)") as e:
+        jaxppo.load_policy(run, env=Corridor(length=12))
+    assert "config" not in str(e.value) and "\n" not in str(e.value)
+
+
+def test_register_env_refuses_ids_it_could_never_serve_and_silent_replacements(monkeypatch):
+    from jaxppo.envs import registry
+    from jaxppo.stats import solve_threshold
+
+    monkeypatch.setattr(registry, "_USER_ENVS", {})
+    monkeypatch.setattr(registry, "_OVERWRITES", set())
+    for env_id, match in (("brax/foo", "prefix 'brax/' belongs to the Brax suite"),
+                          ("custom/foo", "prefix 'custom/' belongs to environment instances"),
+                          ("probe/Foo-v0", "prefix 'probe/' belongs to jaxppo's probes"),
+                          ("mypkg:Foo", "a ':' reads as module.path:Name"),
+                          ("CartPole-v1", "a built-in id .* or pass overwrite=True"),
+                          ("StatelessCartPole-v1", "a built-in id")):
+        with pytest.raises(ConfigError, match=match) as e:
+            jaxppo.register_env(env_id, Corridor)
+        assert "\n" not in str(e.value) and env_id not in registry._USER_ENVS
+    assert solve_threshold("CartPole-v1") == 475.0
+    jaxppo.register_env("CartPole-v1", Corridor, overwrite=True)
+    assert isinstance(registry.make_env("CartPole-v1")[0], Corridor)
+    assert solve_threshold("CartPole-v1") is None  # CartPole's 475 is not the Corridor's
+
+
+def test_a_builtin_id_registered_before_gymnax_is_imported_is_refused_at_first_use():
+    import subprocess
+
+    code = ("import jaxppo, sys\nfrom scripts.corridor import Corridor\n"
+            "assert 'gymnax' not in sys.modules\n"
+            "jaxppo.register_env('CartPole-v1', Corridor)\n"
+            "jaxppo.PPOConfig(env_id='Acrobot-v1')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert proc.returncode == 1
+    assert "ConfigError: register_env('CartPole-v1'): that is a built-in id" in proc.stderr

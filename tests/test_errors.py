@@ -95,6 +95,8 @@ BAD_SETS = {
     "activation": (["activation=relu6"], ["activation", "tanh"]),
     "unknown env": (["env_id=CartPole-v2"], ["env_id", "CartPole-v1"]),
     "unknown key": (["clip_coef=0.2"], ["clip_coef", "clip_eps"]),
+    "typo names its --set": (["lerning_rate=1e-3"],
+                             ["--set lerning_rate=1e-3: unknown key 'lerning_rate'; did you mean 'lr'?"]),
     "int32 batch": (["num_envs=100000000000"], ["num_envs", "lower num_envs"]),
     "no '='": (["lr"], ["--set", "KEY=VALUE"]),
     "bad value": (["lr=[1,"], ["--set lr"]),

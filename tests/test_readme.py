@@ -57,7 +57,7 @@ def jaxppo_lines() -> list[str]:
 def test_the_readme_shows_what_this_test_runs():
     lines = jaxppo_lines()
     assert len(lines) >= 10 and {line.split()[1] for line in lines} == {
-        "train", "sweep", "eval", "compare"}
+        "train", "sweep", "eval", "compare", "config"}
     assert any(c.startswith("tensorboard ") for c in bash_commands())
 
 
@@ -121,6 +121,14 @@ def test_each_readme_command_runs(index, line, workdir, stopped_run, monkeypatch
     assert code == 0, (line, err[-2000:])
     if argv[0] == "train" and "--resume" not in argv:
         LAST_RUN["dir"] = os.path.join("runs", f"line-{index}")
+
+
+def test_the_config_keys_table_is_generated_from_ppoconfig():
+    """The README's table of config keys is `config_reference_markdown()`, character for
+    character: a key added to PPOConfig (with its docstring) must be added here too."""
+    from jaxppo.config import config_reference_markdown
+
+    assert config_reference_markdown() in README
 
 
 def test_tensorboard_reads_the_run_directories(workdir, stopped_run):

@@ -163,6 +163,29 @@ def test_vmapped_minatar_does_not_hang():
     assert proc.returncode == 0, proc.stderr[-1500:]
 
 
+def test_the_xla_flag_does_not_depend_on_import_order():
+    """gymnax (like Jumanji, Navix, XLand-MiniGrid) starts JAX's backend at import, when XLA
+    reads XLA_FLAGS once per process: imported before jaxppo, it used to leave the process
+    without the workaround above. JAX's plugin hook now sets the flag at backend creation; a
+    process that uses neither jaxppo nor a suite is left alone."""
+    import os
+    import subprocess
+    import sys
+
+    check = ("import os, sys, warnings\nwarnings.simplefilter('error', RuntimeWarning)\n"
+             "{first}\nimport jax.numpy as jnp\njnp.ones(1)\nimport jaxppo\n"
+             "from jaxppo._xla import FLAG, hook\n"
+             "assert FLAG in hook.flags_at_backend_start, hook.flags_at_backend_start\n")
+    plain = "import os, jax.numpy as jnp\njnp.ones(1)\nassert 'XLA_FLAGS' not in os.environ\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAXPPO_KEEP_XLA_FLAGS")}
+    root = os.path.dirname(os.path.dirname(__file__))
+    for code in (check.format(first="import gymnax"), check.format(first="import jaxppo"),
+                 plain):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=240, env=env, cwd=root)
+        assert proc.returncode == 0, (code, proc.stderr[-1500:])
+
+
 def test_matmul_precision_reaches_the_compiled_program(tiny_config):
     """`matmul_precision: highest` makes every dot full float32 (no TF32 on Ampere/Hopper);
     `default` leaves XLA's choice. Checked on the lowered program, which the CPU shares."""

@@ -168,6 +168,11 @@ def make_brax_env(env_id: str, kwargs: tuple[tuple[str, Any], ...] = ()) -> Brax
         except TypeError as e:
             raise _config_error(f"Brax's {env_id!r} does not take env_kwargs "
                                 f"{[k for k, _ in kwargs]} ({e})") from None
+        except Exception as e:  # noqa: BLE001 - a bad value (backend: nope) fails inside Brax
+            text = str(e).strip().splitlines()
+            raise ConfigError(f"config key 'env_kwargs': Brax could not build {env_id!r} with "
+                              f"{dict(kwargs)} ({type(e).__name__}: {text[0] if text else ''})"
+                              ) from None
 
 
 def pipeline_states(states: list[BraxState]) -> list[Any]:

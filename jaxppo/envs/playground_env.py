@@ -142,6 +142,17 @@ def _has_key(config: Any, dotted: str) -> bool:
     return True
 
 
+def _positive(env_id: str, config: Any, key: str, default: int) -> int:
+    """A Playground config's `episode_length` or `action_repeat`, refused unless a positive
+    integer (the config key `max_episode_steps`'s rule): 0 or -3 would mean "no time limit" or
+    "truncate every step" without a word."""
+    value = config.get(key, default)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ConfigError(f"config key 'env_kwargs': {env_id!r}'s config_overrides {key} is "
+                          f"{value!r}; use a positive integer (Playground's default: {default})")
+    return int(value)
+
+
 def _finite(x: jax.Array) -> jax.Array:
     """Non-finite values (a diverged simulation) -> 0, so NaN never reaches the learner: the
     step that diverged is terminal, and `0 * NaN` would still poison GAE and the normalizers."""
@@ -178,8 +189,8 @@ class PlaygroundEnv:
         self.env_id = env_id
         self.playground_env = env
         config = env._config  # noqa: SLF001 - episode_length/action_repeat: Playground's wrapper's
-        self.action_repeat = int(config.get("action_repeat", 1) or 1)
-        self.max_episode_steps = math.ceil(int(config.get("episode_length", 1000))
+        self.action_repeat = _positive(env_id, config, "action_repeat", 1)
+        self.max_episode_steps = math.ceil(_positive(env_id, config, "episode_length", 1000)
                                            / self.action_repeat)
         self.action_size = int(env.action_size)
         model = env.mj_model

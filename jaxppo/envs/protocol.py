@@ -95,12 +95,16 @@ def _obs_reader(obs: Any, obs_field: str | None, label: str):
         return lambda raw: (raw, None), False
     has_mask = MASK_FIELD in fields
     data = [f for f in fields if f != MASK_FIELD]
+    if not data:
+        raise ConfigError(f"{label}: observations are a {type(obs).__name__} whose only field is "
+                          f"{MASK_FIELD!r} (the action mask), so there is nothing to train on; "
+                          "add a field with the observation itself")
     if not obs_field:
         if len(data) != 1:
             raise ConfigError(
                 f"{label}: observations are a {type(obs).__name__} with fields "
                 f"{', '.join(fields)}; set config key 'obs_field' to the one to train on (e.g. "
-                f"obs_field: {data[0] if data else fields[0]}), or to '*' to flatten and join "
+                f"obs_field: {data[0]}), or to '*' to flatten and join "
                 "them all")
         obs_field = data[0]
     names = data if obs_field == "*" else [n.strip() for n in obs_field.split(",") if n.strip()]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -40,19 +41,57 @@ SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (
 """Suite prefix (`brax/`) -> its adapter module (PREFIX, INSTALL_HINT, env_ids(), make())."""
 
 CUSTOM_PREFIX = "custom/"
+PROBE_PREFIX = "probe/"
 _USER_ENVS: dict[str, Callable[..., Any]] = {}
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[\w.\-/]+$")
 
 
-def register_env(env_id: str, factory: Callable[..., Any]) -> None:
+_OVERWRITES: set[str] = set()  # built-in ids replaced on purpose (register_env(overwrite=True))
+
+
+def register_env(env_id: str, factory: Callable[..., Any], *, overwrite: bool = False) -> None:
     """Make `env_id` name an environment in configs, YAML and the CLI.
 
     `factory(**env_kwargs)` returns an environment (the protocol of `jaxppo.envs.protocol`;
     any gymnax `Environment` works) or an `(env, env_params)` pair. Register before the config
-    is built (e.g. at import of the module that defines the env)."""
+    is built (e.g. at import of the module that defines the env). Ids with a suite's prefix
+    (`brax/`, ...), `probe/`, `custom/` or a `:` would never reach the factory and are refused;
+    replacing a built-in id (a gymnax or probe id, with its solve threshold) needs
+    `overwrite=True` (the run then has no solve threshold)."""
     if not isinstance(env_id, str) or not env_id or not callable(factory):
         raise TypeError("register_env(env_id: str, factory: callable)")
+    reserved = next((p for p in (*SOURCES, CUSTOM_PREFIX, PROBE_PREFIX) if env_id.startswith(p)),
+                    None)
+    if reserved or ":" in env_id:
+        why = (f"the prefix {reserved!r} belongs to " + (
+            "environment instances (env=)" if reserved == CUSTOM_PREFIX else "jaxppo's probes"
+            if reserved == PROBE_PREFIX else f"the {SOURCES[reserved].SUITE} suite")
+               if reserved else "a ':' reads as module.path:Name")
+        raise ConfigError(f"register_env({env_id!r}): {why}, so this id would never name your "
+                          "environment; register it under another name (e.g. MyTask-v0)")
+    if not overwrite and "gymnax" in sys.modules:  # else checked at first use (see _local)
+        _check_builtin_clashes({env_id})
+    (_OVERWRITES.add if overwrite else _OVERWRITES.discard)(env_id)
     _USER_ENVS[env_id] = factory
+
+
+def is_replaced_builtin(env_id: str) -> bool:
+    """Whether `env_id` is a built-in id replaced with `register_env(..., overwrite=True)`."""
+    return env_id in _OVERWRITES
+
+
+def _check_builtin_clashes(ids: set[str]) -> None:
+    """A registered id that is also a gymnax or probe id, not registered with overwrite=True,
+    is refused in one line (it used to replace the built-in env without a word). gymnax is
+    imported only here: importing it starts JAX's backend (see `_local`)."""
+    from jaxppo.envs.probes import PROBES
+
+    builtin = set(gymnax_env.env_ids()) | set(PROBES)
+    clash = sorted(i for i in ids if i in builtin and i not in _OVERWRITES)
+    if clash:
+        raise ConfigError(f"register_env({clash[0]!r}): that is a built-in id (with its own "
+                          "environment and solve threshold); register yours under another name, "
+                          "or pass overwrite=True to replace it")
 
 
 def _local() -> dict[str, Callable[..., Any]]:
@@ -61,6 +100,7 @@ def _local() -> dict[str, Callable[..., Any]]:
     must wait for `jax.distributed.initialize` in a multi-process run."""
     from jaxppo.envs.probes import PROBES
 
+    _check_builtin_clashes(set(_USER_ENVS))
     return {**PROBES, **_USER_ENVS}
 
 
@@ -163,6 +203,23 @@ def _as_pair(made: Any, label: str) -> tuple[Any, Any]:
     return made, getattr(made, "default_params", None)
 
 
+def _rejects_kwargs(factory: Callable[..., Any], kwargs: dict[str, Any]) -> bool:
+    """Whether `factory`'s signature refuses `kwargs` (a TypeError then means a wrong
+    env_kwargs, not a bug inside the factory); True where the signature cannot be read."""
+    try:
+        inspect.signature(factory).bind(**kwargs)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
+def _raised(env_id: str, e: BaseException) -> ConfigError:
+    text = str(e).strip().splitlines()
+    return ConfigError(f"config key 'env_id': building environment {env_id!r} raised: "
+                       f"{type(e).__name__}: {text[0] if text else ''}; call it directly to see "
+                       "the full traceback")
+
+
 def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """`(env, env_params)` for a known `env_id`; `env_kwargs` go to the env's constructor
     (or, for a suite, to its adapter: see each adapter's docstring)."""
@@ -182,10 +239,14 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
         factory = local[env_id] if env_id in local else _import_target(env_id)
         try:
             made = factory(**kwargs)
+        except ConfigError:
+            raise
         except TypeError as e:
-            if kwargs:
+            if kwargs and _rejects_kwargs(factory, kwargs):
                 raise ConfigError(f"config key 'env_kwargs': {env_id!r} does not take "
                                   f"{sorted(kwargs)} ({e})") from None
-            raise
+            raise _raised(env_id, e) from None
+        except Exception as e:  # noqa: BLE001 - the user's constructor failed: one line
+            raise _raised(env_id, e) from None
         return _as_pair(made, label)
     return gymnax_env.make(env_id, kwargs)

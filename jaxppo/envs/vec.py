@@ -37,6 +37,20 @@ def replace_params(params: Any, overrides: dict[str, Any], env_id: str) -> Any:
     return dataclasses.replace(params, **overrides)
 
 
+def own_time_limit(env: Any, env_id: str) -> int | None:
+    """The env's own `max_episode_steps`, held to the config key's rule: a positive integer or
+    None (no limit). 0 or a negative value would silently mean "no limit" or "every step"."""
+    value = getattr(env, "max_episode_steps", None)
+    if value is None:
+        return None
+    steps = int(value) if isinstance(value, (int, np.integer)) and not isinstance(
+        value, (bool, np.bool_)) else None
+    if steps is None or steps <= 0:
+        raise ConfigError(f"environment {env_id!r}: its max_episode_steps is {value!r}; use a "
+                          "positive integer, or None for no time limit")
+    return steps
+
+
 class EnvState(NamedTuple):
     """Batched env state plus the running statistics of each env's current episode."""
 
@@ -92,6 +106,11 @@ class VecEnv:
                  params_overrides: dict[str, Any] | None = None):
         self.env_id = env_id
         self.num_envs = num_envs
+        if isinstance(env, type):
+            raise ConfigError(f"env= got the class {env.__module__}.{env.__qualname__}, not an "
+                              f"environment; pass an instance (env={env.__qualname__}(...)), or "
+                              f"name the class in the config: env_id: "
+                              f"{env.__module__}:{env.__qualname__}")
         if env is None:
             env, params = make_env(env_id, env_kwargs)
             env_params = params if env_params is None else env_params
@@ -104,8 +123,7 @@ class VecEnv:
         label = f"environment {env_id!r}"
         self.info: EnvInfo = inspect_env(env, env_params, label, self.obs_field)
         self.lazy_reset = bool(getattr(env, "expensive_reset", False))
-        limits = [int(x) for x in (max_episode_steps, getattr(env, "max_episode_steps", None))
-                  if x]
+        limits = [x for x in (max_episode_steps, own_time_limit(env, env_id)) if x is not None]
         self.max_episode_steps: int | None = min(limits) if limits else None
         self.obs_shape: tuple[int, ...] = self.info.obs_shape
         # bool/uint8 observations (image grids) stay so until the network casts them: 4x less
