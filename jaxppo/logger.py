@@ -93,9 +93,11 @@ class _Background(Callback):
                 self._queue.task_done()
 
     def flush(self) -> None:
-        """Wait until every chunk given so far is written (errors surface in on_chunk/on_end)."""
+        """Wait until every chunk given so far is written. A failed write raises here: the
+        checkpoint about to be saved would otherwise get ahead of the log."""
         if getattr(self, "_thread", None) is not None and self._thread.is_alive():
             self._queue.join()
+        self._raise()
 
     def _raise(self) -> None:
         if self._error is not None:
