@@ -681,7 +681,8 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]], seeds: int = 1,
     With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
     (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
     and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
-    A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`)."""
+    A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
+    `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, ...)."""
     if not grid:
         raise ConfigError("sweep needs at least one hyperparameter with a list of values")
     settings = grid_settings({k: list(v) for k, v in grid.items()})
@@ -690,7 +691,8 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]], seeds: int = 1,
 
 
 def resume_sweep(path: str | os.PathLike, **kwargs) -> SweepResult:
-    """Continue a stopped sweep to its end; its ranked table."""
+    """Continue a stopped sweep to its end (or rebuild a finished one's missing sweep.csv and
+    summary.json); its ranked table. `kwargs` as `Experiment.from_checkpoint`'s (`repair_log`)."""
     exp = Experiment.from_checkpoint(path, **kwargs)
     if exp.settings is None:
         raise UsageError(f"'{run_dir_of(path)}' is a training run, not a sweep; resume it with "
