@@ -598,7 +598,7 @@ class SweepResult:
 def parse_grid(items: list[str]) -> dict[str, list[float]]:
     """`KEY=V1,V2,...` items (the CLI's `--grid`) as a grid; only the float hyperparameters
     that one compiled program can sweep."""
-    grid = {}
+    grid, given = {}, {}
     for item in items or []:
         key, sep, values = item.partition("=")
         key = key.strip()
@@ -607,9 +607,10 @@ def parse_grid(items: list[str]) -> dict[str, list[float]]:
         if key not in Hparams._fields:
             raise UsageError(f"--grid {key}: only float hyperparameters can be swept in one "
                              f"compile: {', '.join(Hparams._fields)}")
-        if key in grid:
+        if key in grid:  # argparse would keep only the last: one --grid per key
             raise UsageError(f"--grid {key} is given twice; give all its values in one: "
-                             f"--grid {key}=V1,V2,... (e.g. --grid lr=1e-4,3e-4)")
+                             f"--grid {key}={given[key]},{values}")
+        given[key] = values
         try:
             grid[key] = [float(v) for v in values.split(",")]
         except ValueError:

@@ -133,9 +133,9 @@ def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
     if not _is_int(seed):
         raise UsageError(f"seed {seed!r}: load_policy's seed is a run's index in the checkpoint "
                          "(an int: 0 for the first run, a sweep row's `runs` entries)")
-    ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
-    _check_seed(int(seed), ckpt.num_runs, run_dir)
     seed = int(seed)
+    ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
+    _check_seed(seed, ckpt.num_runs, run_dir)
     ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
     return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params)
 

@@ -127,7 +127,7 @@ BAD_ARGS = {
     "grid bad setting": (["sweep", "--config", CARTPOLE, "--grid", "gamma=0.9,1.5"], ["gamma"]),
     "no grid": (["sweep", "--config", CARTPOLE], ["--grid"]),
     "grid key twice": (["sweep", "--config", CARTPOLE, "--grid", "lr=1e-3", "--grid", "lr=1e-4"],
-                       ["--grid lr", "twice", "lr=1e-4,3e-4"]),
+                       ["--grid lr", "twice", "--grid lr=1e-3,1e-4"]),
     "repair-log without resume": (["train", "--config", CARTPOLE, "--repair-log"],
                                   ["--repair-log", "--resume"]),
     "resume missing": (["train", "--resume", "no/such/run"], ["no checkpoint", "no/such/run"]),
