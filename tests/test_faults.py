@@ -393,6 +393,12 @@ def test_ctrl_c_during_a_sweep_keeps_what_ran_and_resumes(tmp_path, capsys, monk
     run = str(tmp_path / "s")
     assert 0 < load_checkpoint(run).update < 24
     assert not os.path.exists(os.path.join(run, "sweep.csv"))  # no ranking of a partial run
+    cut = copy_of(run, tmp_path)  # its log cut after update 2 (two agents: 2 rows an update)
+    lines = open(os.path.join(cut, "metrics.csv"), "rb").read().split(b"\r\n")
+    open(os.path.join(cut, "metrics.csv"), "wb").write(b"\r\n".join(lines[:5]) + b"\r\n")
+    code, _, err = cli(capsys, "sweep", "--resume", cut, "--no-progress")
+    assert code == 2
+    one_line(err, "covers updates 1-2 of the checkpoint's", "--repair-log")
     monkeypatch.setattr(CsvLogger, "on_chunk", original)
     code, out, err = cli(capsys, "sweep", "--resume", run, "--no-progress")
     assert code == 0, err
