@@ -2,8 +2,10 @@
 
 A callback sees a run start (`on_start`, before compiling), the compile finish (`on_compiled`),
 each chunk of updates (`on_chunk`: the chunk's per-update metrics as NumPy `[runs, updates]`)
-and the end (`on_end`, with the `RunResult`). `on_chunk` returning False stops the run at that
-chunk, as Ctrl-C does. A plain function `f(event) -> bool | None` is an `on_chunk` callback.
+and the end (`on_end`, with the `RunResult`). `on_chunk` returning a false value stops the run
+at that chunk, as Ctrl-C does: False, NumPy's `np.False_`, 0 - anything falsy but None, which
+(a function that returns nothing) goes on. A plain function `f(event) -> bool | None` is an
+`on_chunk` callback.
 
 Everything a run directory holds is written by callbacks (`logger.py`: CSV, TensorBoard, W&B,
 summary; `Checkpointer` here), and so is the live progress, so a user can drop or add any one.
@@ -60,6 +62,9 @@ class RunInfo:
     chunk_updates: int
     description: str = ""  # where it runs, e.g. "seeds sharded over 4 devices"
     env: dict | None = None  # the env= instance trained on (envs.identity.describe_env), if any
+    # Updates metrics.csv lacks for good, as (first, last) ranges: lost to a damaged log and
+    # recorded by a `repair_log` resume (checkpoints and summary.json carry them on).
+    log_gaps: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +109,8 @@ class RunResult:
     good_update: int | None = None  # the newest finite state's update (what a checkpoint keeps)
     summary: dict = dataclasses.field(default_factory=dict)  # what summary.json holds
     started: float = 0.0  # time.perf_counter() when the run's clock (wall_s) started
+    rebuilt: list = dataclasses.field(default_factory=list)  # files a resume of a finished run
+    #                                  rebuilt from its checkpoint (nothing was trained)
 
     @property
     def env_steps(self) -> int:
@@ -249,6 +256,8 @@ class Checkpointer(Callback):
                 extra["settings"] = self.info.settings
             if self.info.env is not None:
                 extra["env"] = self.info.env
+            if self.info.log_gaps:
+                extra["log_gaps"] = [list(g) for g in self.info.log_gaps]
             save_checkpoint(self.info.run_dir, host, self.info.config, good.update,
                             self.info.num_runs, extra=extra, allow_nonfinite=self.allow_nonfinite)
         self.saved_update = good.update

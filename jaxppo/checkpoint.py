@@ -23,7 +23,7 @@ from flax import serialization
 
 from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.envs.identity import class_name, env_mismatch
-from jaxppo.errors import CheckpointError, ConfigError
+from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.files import remove_stale_temps, write_atomic
 from jaxppo.keys import is_key, to_host
 from jaxppo.train import make_train
@@ -31,13 +31,23 @@ from jaxppo.train import make_train
 FORMAT = "jaxppo-checkpoint"
 VERSION = 2  # 2: the checksum covers the header too
 FILENAME = "checkpoint.msgpack"
+_MAGIC = b"\x82"  # a checkpoint file is a msgpack map of two entries: header and payload
+
+
+def _is_run_dir(path: str) -> bool:
+    """A directory jaxppo started a run in (it writes config.yaml first)."""
+    return os.path.isfile(os.path.join(path, "config.yaml"))
 
 
 def checkpoint_path(path: str | os.PathLike) -> str:
     """Accept a run dir, its `checkpoint/` dir, or the file itself."""
+    if not isinstance(path, (str, os.PathLike)):
+        why = (" (a run with logdir=None writes no files, so it has no checkpoint to load: give "
+               "it a logdir, or use its RunResult.train_state)" if path is None else "")
+        raise UsageError(f"expected a run directory, got {path!r}{why}")
     path = os.fspath(path)
-    if os.path.isdir(os.path.join(path, "checkpoint")):
-        path = os.path.join(path, "checkpoint")
+    if os.path.isdir(os.path.join(path, "checkpoint")) or _is_run_dir(path):
+        return os.path.join(path, "checkpoint", FILENAME)
     if os.path.isdir(path):
         path = os.path.join(path, FILENAME)
     return path
@@ -97,12 +107,24 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     """Return `(header, state_dict)` after checking format, version and checksum (which
     covers the header too: a flipped bit in `gamma` or an edited `update` is refused)."""
     file = checkpoint_path(path)
+    run_dir = os.path.dirname(os.path.dirname(file)) or "."
+    if not os.path.isfile(file) and _is_run_dir(run_dir):
+        raise CheckpointError(f"run '{run_dir}' has no checkpoint: no checkpoint was written "
+                              "before the run stopped, so there is nothing to resume or "
+                              f"evaluate; start it again (its config: {run_dir}/config.yaml)")
     if not os.path.isfile(file):
         raise CheckpointError(f"no checkpoint at '{path}' (looked for {file}); "
                               "pass a run directory written by `jaxppo train`")
+    with open(file, "rb") as f:
+        data = f.read()
+    if os.path.basename(file) != FILENAME and data[:1] != _MAGIC:
+        inside = os.path.dirname(os.path.abspath(file))
+        where = next((d for d in (inside, os.path.dirname(inside)) if _is_run_dir(d)), None)
+        raise CheckpointError(f"'{file}' is not a checkpoint; pass the run directory"
+                              + (f" ('{where}')" if where else " (jaxppo keeps its checkpoint "
+                                 f"in RUN_DIR/checkpoint/{FILENAME})"))
     try:
-        with open(file, "rb") as f:
-            outer = msgpack.unpackb(f.read(), raw=False)
+        outer = msgpack.unpackb(data, raw=False)
         header, payload = outer["header"], outer["payload"]
         _check_header(header)
         if not isinstance(payload, bytes):

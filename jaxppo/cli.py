@@ -159,14 +159,18 @@ def cmd_train(args) -> int:
                 checkpoint_every=args.checkpoint_every)
     if args.resume:
         _refuse_with_resume(args)
-        exp = Experiment.from_checkpoint(args.resume, **opts)
+        exp = Experiment.from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
     else:
+        _refuse_repair_log(args)
         config = load_config(require_config(args), parse_overrides(args.set))
         exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
     result, code = _run(exp, args, f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)")
     if result is None:
         return code
+    if result.rebuilt:
+        _say_rebuilt(result)
+        return 0
     code = _stopped(result, "train")
     if code is not None or not is_main_process():
         return code or 0
@@ -180,6 +184,19 @@ def cmd_train(args) -> int:
     print(f"final return: {_num(s['final_return_mean'])}{spread} | {s['sps']:,.0f} SPS "
           f"| compile {s['compile_s']:.1f} s | wall {s['wall_s']:.1f} s")
     return 0
+
+
+def _refuse_repair_log(args) -> None:
+    if args.repair_log:
+        raise UsageError("--repair-log repairs the metrics.csv of a run being resumed; use it "
+                         "with --resume RUN_DIR")
+
+
+def _say_rebuilt(result) -> None:
+    """The line for a resume of a finished run that only rebuilt its missing results."""
+    print(f"run '{result.run_dir}' had finished (update {result.update}/"
+          f"{result.config.num_updates}); rebuilt {', '.join(result.rebuilt)} from its "
+          "checkpoint's running account, nothing was trained")
 
 
 def _refuse_with_resume(args) -> None:
@@ -198,14 +215,15 @@ def cmd_sweep(args) -> int:
         raise UsageError("sweep runs in one process (use --devices to shard it over this "
                          "host's devices); multi-process runs are `jaxppo train`")
     opts = dict(progress=not args.no_progress, tensorboard=not args.no_tensorboard, mesh=mesh,
-                shard=args.shard)
+                shard=args.shard, checkpoint_every=args.checkpoint_every)
     if args.resume:
         _refuse_with_resume(args)
-        exp = Experiment.from_checkpoint(args.resume, **opts)
+        exp = Experiment.from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
         if exp.settings is None:
             raise UsageError(f"'{args.resume}' is a training run, not a sweep; resume it with "
                              "jaxppo train --resume")
     else:
+        _refuse_repair_log(args)
         config = load_config(require_config(args), parse_overrides(args.set))
         settings = grid_settings(parse_grid(args.grid))
         exp = Experiment(config, seeds=args.seeds or 1, hparams=settings, seed=args.seed or 0,
@@ -219,6 +237,9 @@ def cmd_sweep(args) -> int:
     if code is not None:
         return code
     print(SweepResult(sweep_rows(result), result, result.run_dir).table())
+    if result.rebuilt:
+        _say_rebuilt(result)
+        return 0
     s = result.summary
     print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")
     return 0
@@ -348,13 +369,21 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
     t.add_argument("--help-config", action="store_true",
                    help="list every config key (type, default, meaning) and exit")
+    t.add_argument("--repair-log", action="store_true",
+                   help="with --resume: keep a damaged metrics.csv's good rows and record the "
+                        "updates it lost (they cannot be recreated) instead of refusing")
     t.set_defaults(func=cmd_train)
 
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
     common(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
     s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
+    s.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
+                   metavar="UPDATES", help="save a checkpoint every this many updates")
     s.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped sweep")
+    s.add_argument("--repair-log", action="store_true",
+                   help="with --resume: keep a damaged metrics.csv's good rows and record the "
+                        "updates it lost (they cannot be recreated) instead of refusing")
     s.set_defaults(func=cmd_sweep)
 
     c = sub.add_parser("compare", help="side by side with Stable-Baselines3 PPO (the compare extra)")

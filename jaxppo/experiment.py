@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -48,7 +49,16 @@ from jaxppo.driver import ChunkResult, Driver, StopFlag
 from jaxppo.envs.identity import describe_env
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.files import RunLock, check_no_symlinks, check_run_name
-from jaxppo.logger import CsvLogger, SummaryFile, TensorBoardLogger, write_config
+from jaxppo.logger import (
+    CsvLogger,
+    SummaryFile,
+    TensorBoardLogger,
+    check_metrics_log,
+    parse_metrics_log,
+    write_config,
+    write_curve,
+    write_summary,
+)
 from jaxppo.machine import peak_device_bytes
 from jaxppo.plots import plot_sweep
 from jaxppo.sharding import make_placement
@@ -145,7 +155,8 @@ class Experiment:
       tensorboard: write `tb/<run>/` event files.
       devices / mesh / shard: split the runs (`"seeds"`) or each run's envs (`"envs"`) over
         `devices` (an int or "all") or a given `jax.sharding.Mesh`.
-      callbacks: `jaxppo.Callback`s or functions of a `ChunkEvent` (return False to stop).
+      callbacks: `jaxppo.Callback`s or functions of a `ChunkEvent` (return False, or any
+        false value but None, to stop).
         A `CsvLogger`, `TensorBoardLogger`, `Checkpointer` or `SummaryFile` given here replaces
         the built-in one; `builtin_callbacks=False` keeps only yours (and the progress).
       stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
@@ -202,25 +213,43 @@ class Experiment:
         """The stopped run at `path` (its run dir, `checkpoint/` or the file), ready to `run()`
         on from its checkpoint, bit-exactly as if it had never stopped. `kwargs` are the
         run-independent options (progress, callbacks, devices, shard, checkpoint_every) and,
-        for a run trained on an environment instance, that `env` (and `env_params`)."""
+        for a run trained on an environment instance, that `env` (and `env_params`).
+
+        metrics.csv must hold every update up to the checkpoint, else this refuses (one line
+        saying what is missing); `repair_log=True` keeps its good rows instead and records the
+        missing updates (in the checkpoint and `summary.json`: `metrics_missing_updates`). A
+        finished run whose `summary.json` (or a sweep's `sweep.csv`) is missing gets them
+        rebuilt from the checkpoint's running account by `run()`, without training."""
         for key in ("seeds", "hparams", "seed", "logdir", "run_name"):
             if key in kwargs:
                 raise UsageError(f"resume continues a run with its own {key}; drop it")
+        repair_log = bool(kwargs.pop("repair_log", False))
         ckpt = load_checkpoint(path, env=kwargs.get("env"), env_params=kwargs.get("env_params"))
         config, update, extra = ckpt.config, ckpt.update, ckpt.extra or {}
         run_dir = run_dir_of(path)
         check_no_symlinks(run_dir)
         _check_config_file(run_dir, config)
-        if update >= config.num_updates:
-            raise UsageError(f"run '{run_dir}' is finished (update {update}/{config.num_updates}); "
-                             "nothing to resume (evaluate it with: jaxppo eval RUN_DIR)")
         settings = extra.get("settings")
+        gaps = [tuple(g) for g in extra.get("log_gaps", [])]
+        rebuild = []
+        if update >= config.num_updates:
+            rebuild = _missing_results(run_dir, settings is not None)
+            if not rebuild:
+                raise UsageError(f"run '{run_dir}' is finished (update {update}/"
+                                 f"{config.num_updates}); nothing to resume (evaluate it with: "
+                                 "jaxppo eval RUN_DIR)")
+        damaged = False
+        writes_log = kwargs.get("builtin_callbacks", True) or any(
+            isinstance(c, CsvLogger) for c in kwargs.get("callbacks", ()))
+        if not rebuild and writes_log and is_main_process():
+            gaps, damaged = check_metrics_log(run_dir, update, ckpt.num_runs, gaps, repair_log)
         seeds = ckpt.num_runs // (len(settings) if settings else 1)
         exp = cls(config, seeds=seeds, hparams=settings, seed=int(extra.get("seed", 0)),
                   logdir=os.path.dirname(os.path.abspath(run_dir)),
                   run_name=os.path.basename(os.path.abspath(run_dir)), **kwargs)
         exp._resume = {"run_dir": run_dir, "update": update, "runner": ckpt.runner_state,
-                       "extra": extra}
+                       "extra": extra, "log_gaps": tuple(gaps), "keep_damaged_log": damaged,
+                       "rebuild": rebuild}
         return exp
 
     @classmethod
@@ -255,6 +284,11 @@ class Experiment:
         if resume is not None and resume.get("ran"):
             raise UsageError("this Experiment already continued its run; resume it again with "
                              f"Experiment.resume({resume['run_dir']!r})")
+        if resume is not None and resume.get("rebuild"):
+            if not is_main_process():  # only process 0 writes a run directory
+                return self._rebuild(write=False)
+            with RunLock(resume["run_dir"]):
+                return self._rebuild()
         placement = make_placement(config, self.mesh, self.shard, env=self.env,
                                    env_params=self.env_params)
         # Refuses a config that cannot fit, before any file is written or anything compiles.
@@ -278,6 +312,9 @@ class Experiment:
                 lock.acquire()  # a second writer is refused here, before anything is written
             if fresh:
                 write_config(run_dir, config)
+            if resume and resume.get("keep_damaged_log") and main:  # before the repair drops rows
+                log = os.path.join(run_dir, "metrics.csv")
+                shutil.copyfile(log, _free_name(log + ".damaged"))
             return self._run(placement, driver, run_dir, main)
         except BaseException:
             # Only a run dir in which nothing ran goes (no orphan after Ctrl-C while compiling);
@@ -295,7 +332,8 @@ class Experiment:
         start_update = resume["update"] if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
                        self.settings, driver.chunk_updates, placement.description,
-                       None if self.env is None else describe_env(self.env, self.env_params))
+                       None if self.env is None else describe_env(self.env, self.env_params),
+                       resume["log_gaps"] if resume else ())
         callbacks = self._callbacks(run_dir is not None, main)
         inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
         t_start = time.perf_counter()
@@ -321,6 +359,40 @@ class Experiment:
         error = _end_all(callbacks, result)
         if error is not None:
             raise error
+        return result
+
+    def _rebuild(self, write: bool = True) -> RunResult:
+        """A finished run's missing results (summary.json, curve.png; a sweep's sweep.csv and
+        sweep.png) from its checkpoint's running account and metrics.csv; nothing compiles or
+        trains. What the checkpoint does not hold (compile time, device) is null."""
+        resume, c = self._resume, self.config
+        resume["ran"] = True
+        run_dir = resume["run_dir"]
+        info = RunInfo(c, self.num_runs, self.run_names(), run_dir, resume["update"], self.seed,
+                       self.settings, 0, "", resume["log_gaps"])
+        loop = _Loop(self, info, self._initial_stats(), [], time.perf_counter())
+        loop.status = "finished"
+        loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs)
+        result = loop.result(resume["runner"])
+        result.wall_s = loop.stats.wall_before
+        result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
+                              device=None, platform=None, peak_device_bytes=None,
+                              rebuilt_from_checkpoint=True)
+        missing = resume["rebuild"] if write else []
+        if self.settings is not None:
+            result.summary["ranked"] = sweep_rows(result)
+            if "sweep.csv" in missing or "sweep.png" in missing:
+                table = SweepTable()
+                table.on_start(info)
+                table.on_end(result)
+        if "summary.json" in missing:
+            write_summary(run_dir, result.summary)
+        if "curve.png" in missing:
+            try:
+                write_curve(info, result.summary.get("threshold"))
+            except UsageError as e:
+                print(f"note: curve.png not rebuilt: {e}", file=sys.stderr)
+        result.rebuilt = [n for n in missing if os.path.exists(os.path.join(run_dir, n))]
         return result
 
     def _initial_stats(self) -> RunStats:
@@ -381,7 +453,8 @@ class _Loop:
                            self.stats, runner, bad)
         go_on = True
         for cb in self.callbacks:
-            if cb.on_chunk(event) is False:
+            said = cb.on_chunk(event)
+            if said is not None and not said:  # False, np.False_, 0: stop; None: go on
                 go_on = False
         if bad is not None and self.exp.stop_on_divergence:  # the same on every process
             self.status, self.diverged = "diverged", bad
@@ -432,6 +505,8 @@ class _Loop:
         if exp.settings is not None:
             summary["settings"] = exp.settings
             summary["seeds"] = exp.seeds
+        if self.info.log_gaps:  # lost from metrics.csv, recorded by a repair_log resume
+            summary["metrics_missing_updates"] = [list(g) for g in self.info.log_gaps]
         return RunResult(c, exp.num_runs, self.status, stats.update, returns, stats.solved,
                          stats.sps_per_run * exp.num_runs, self.compile_s,
                          stats.wall_before + wall, stack_metrics(self.chunks), train_state,
@@ -489,6 +564,39 @@ def _check_config_file(run_dir: str, config: PPOConfig) -> None:
                          "with --config")
 
 
+def _missing_results(run_dir: str, sweep: bool) -> list[str]:
+    """The result files a finished run lacks, when its summary.json (or a sweep's sweep.csv)
+    is among them: a run killed between its last checkpoint and writing them."""
+    names = ["summary.json", "curve.png", *(["sweep.csv", "sweep.png"] if sweep else [])]
+    missing = [n for n in names if not os.path.exists(os.path.join(run_dir, n))]
+    return missing if {"summary.json", "sweep.csv"} & set(missing) else []
+
+
+def _diverged_runs(run_dir: str, runner, num_runs: int) -> np.ndarray:
+    """[R] runs that went NaN/Inf: flagged in metrics.csv's `nonfinite` column or holding
+    non-finite parameters in the checkpoint."""
+    bad = np.zeros(num_runs, bool)
+    for x in jax.tree.leaves(jax.device_get(runner.train_state)):
+        x = np.asarray(x)
+        if np.issubdtype(x.dtype, np.floating):
+            bad |= ~np.isfinite(x.reshape(num_runs, -1)).all(axis=1)
+    log = os.path.join(run_dir, "metrics.csv")
+    if os.path.isfile(log):
+        for r in parse_metrics_log(log)[0]:
+            if r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs:
+                bad[int(r["run"])] = True
+    return bad
+
+
+def _free_name(path: str) -> str:
+    """`path`, or `path-2`, `path-3`, ...: the first that does not exist yet."""
+    out, i = path, 1
+    while os.path.lexists(out):
+        i += 1
+        out = f"{path}-{i}"
+    return out
+
+
 def _summary_stats(run_dir: str, update: int) -> dict | None:
     """The running account of a checkpoint written before checkpoints carried it."""
     try:
@@ -530,7 +638,7 @@ class SweepResult:
 def parse_grid(items: list[str]) -> dict[str, list[float]]:
     """`KEY=V1,V2,...` items (the CLI's `--grid`) as a grid; only the float hyperparameters
     that one compiled program can sweep."""
-    grid = {}
+    grid, given = {}, {}
     for item in items or []:
         key, sep, values = item.partition("=")
         key = key.strip()
@@ -539,6 +647,10 @@ def parse_grid(items: list[str]) -> dict[str, list[float]]:
         if key not in Hparams._fields:
             raise UsageError(f"--grid {key}: only float hyperparameters can be swept in one "
                              f"compile: {', '.join(Hparams._fields)}")
+        if key in grid:  # argparse would keep only the last: one --grid per key
+            raise UsageError(f"--grid {key} is given twice; give all its values in one: "
+                             f"--grid {key}={given[key]},{values}")
+        given[key] = values
         try:
             grid[key] = [float(v) for v in values.split(",")]
         except ValueError:
@@ -611,7 +723,8 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]], seeds: int = 1,
     With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
     (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
     and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
-    A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`)."""
+    A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
+    `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, ...)."""
     if not grid:
         raise ConfigError("sweep needs at least one hyperparameter with a list of values")
     settings = grid_settings({k: list(v) for k, v in grid.items()})
@@ -620,7 +733,8 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]], seeds: int = 1,
 
 
 def resume_sweep(path: str | os.PathLike, **kwargs) -> SweepResult:
-    """Continue a stopped sweep to its end; its ranked table."""
+    """Continue a stopped sweep to its end (or rebuild a finished one's missing sweep.csv and
+    summary.json); its ranked table. `kwargs` as `Experiment.from_checkpoint`'s (`repair_log`)."""
     exp = Experiment.from_checkpoint(path, **kwargs)
     if exp.settings is None:
         raise UsageError(f"'{run_dir_of(path)}' is a training run, not a sweep; resume it with "

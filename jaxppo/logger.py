@@ -95,9 +95,11 @@ class _Background(Callback):
                 self._queue.task_done()
 
     def flush(self) -> None:
-        """Wait until every chunk given so far is written (errors surface in on_chunk/on_end)."""
+        """Wait until every chunk given so far is written. A failed write raises here: the
+        checkpoint about to be saved would otherwise get ahead of the log."""
         if getattr(self, "_thread", None) is not None and self._thread.is_alive():
             self._queue.join()
+        self._raise()
 
     def _raise(self) -> None:
         if self._error is not None:
@@ -120,22 +122,137 @@ class _Background(Callback):
         pass
 
 
+def _row_ok(row: dict) -> bool:
+    """A whole row as jaxppo writes it: integer update and run, every other cell a number or
+    empty (a row a kill cut short, or bytes that are not text, fail this)."""
+    if None in row or None in row.values():
+        return False
+    if not all(row[k].isascii() and row[k].isdigit() for k in ("update", "run")):
+        return False
+    try:
+        for v in row.values():
+            if v != "":
+                float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_metrics_log(path: str) -> tuple[list[dict], str | None]:
+    """metrics.csv's well-formed rows, and what is wrong with the file as a whole (None when
+    nothing): bytes that are not UTF-8 (their rows are dropped, the rest kept) or a header that
+    is not jaxppo's (no row can be read). Never raises on the file's content."""
+    with open(path, "rb") as f:
+        data = f.read()
+    problem = None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        text = data.decode("utf-8", "replace")  # U+FFFD spoils only the rows it lands in
+        problem = f"it is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
+    lines = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(lines)
+    except (StopIteration, csv.Error):
+        return [], problem or "it has no header"
+    if "update" not in header or "run" not in header or len(set(header)) != len(header):
+        return [], problem or f"its header is not jaxppo's ({','.join(header)[:40]!r}...)"
+    rows = []
+    while True:
+        try:
+            cells = next(lines)
+        except StopIteration:
+            break
+        except csv.Error:
+            continue  # an unparseable line is a damaged row
+        row = dict(zip(header, cells, strict=False))
+        if len(cells) == len(header) and _row_ok(row):
+            rows.append(row)
+    return rows, problem
+
+
+def complete_updates(rows: list[dict], last: int, num_runs: int) -> tuple[list[dict], list[int]]:
+    """The rows of updates 1..`last` that have exactly one row per run, and the updates in
+    1..`last` that do not (missing, cut short or duplicated)."""
+    runs: dict[int, list[int]] = {}
+    for r in rows:
+        u = int(r["update"])
+        if 1 <= u <= last:
+            runs.setdefault(u, []).append(int(r["run"]))
+    whole = {u for u, rs in runs.items() if sorted(rs) == list(range(num_runs))}
+    return ([r for r in rows if int(r["update"]) in whole],
+            [u for u in range(1, last + 1) if u not in whole])
+
+
+def as_ranges(updates) -> list[tuple[int, int]]:
+    """Sorted update numbers as (first, last) ranges: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
+    out: list[tuple[int, int]] = []
+    for u in sorted(set(updates)):
+        if out and u == out[-1][1] + 1:
+            out[-1] = (out[-1][0], u)
+        else:
+            out.append((u, u))
+    return out
+
+
+def ranges_text(ranges) -> str:
+    """(first, last) ranges as text: `1-40, 45`."""
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in ranges) or "none"
+
+
 def _kept_rows(path: str, start_update: int, num_runs: int) -> str:
     """metrics.csv cut back to the checkpoint's update, as CSV text with today's columns: rows
     after it (logged before a hard stop) go, and so does any row a kill cut short or any update
-    with fewer than `num_runs` rows; older files' missing columns stay empty."""
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f)
-                if None not in r.values() and r.get("update", "").isdigit()
-                and int(r["update"]) <= start_update and None not in r]
-    per_update: dict[str, int] = {}
-    for r in rows:
-        per_update[r["update"]] = per_update.get(r["update"], 0) + 1
+    with fewer than `num_runs` rows; older files' missing columns stay empty. (A resume has
+    checked before that nothing up to the checkpoint is lost here, or was told to repair.)"""
+    rows, _ = parse_metrics_log(path)
+    kept, _ = complete_updates(rows, start_update, num_runs)
     out = io.StringIO()
     w = csv.DictWriter(out, CSV_HEADER, restval="", extrasaction="ignore", lineterminator="\r\n")
     w.writeheader()
-    w.writerows(r for r in rows if per_update[r["update"]] == num_runs)
+    w.writerows(kept)
     return out.getvalue()
+
+
+def check_metrics_log(run_dir: str, update: int, num_runs: int, known_gaps=(),
+                      repair: bool = False) -> tuple[list[tuple[int, int]], bool]:
+    """Before a resume writes anything: does metrics.csv hold every update 1..`update` of the
+    checkpoint (`num_runs` rows each), apart from `known_gaps` (ranges an earlier repair
+    recorded)? Returns the gaps to record from now on (the known ones and any new ones) and
+    whether the file is damaged (worth keeping a copy of before it is repaired).
+
+    A damaged log is refused (UsageError, one line saying what is missing) unless `repair`:
+    then its good rows are kept and the missing updates recorded, since they cannot be
+    recreated. A missing metrics.csv starts a fresh one, with a note, the gap recorded."""
+    path = os.path.join(run_dir, "metrics.csv")
+    known = {u for a, b in known_gaps for u in range(a, b + 1)}
+    if not os.path.lexists(path):
+        missing = [u for u in range(1, update + 1) if u not in known]
+        gaps = as_ranges(known | set(missing))
+        if missing:
+            print(f"note: '{path}' is missing; a fresh one starts at update {update + 1} and "
+                  f"summary.json records updates {ranges_text(as_ranges(missing))} as missing "
+                  "from it", file=sys.stderr)
+        return gaps, False
+    try:
+        rows, problem = parse_metrics_log(path)
+    except OSError as e:
+        raise UsageError(f"cannot read '{path}' ({e.strerror}); restore it or move it away "
+                         "to start a fresh log") from None
+    _, lost = complete_updates(rows, update, num_runs)
+    missing = [u for u in lost if u not in known]
+    if not missing:
+        return as_ranges(known), False
+    if not repair:
+        present = [u for u in range(1, update + 1) if u not in lost]
+        what = f"is damaged ({problem}) and " if problem else ""
+        covered = f"updates {ranges_text(as_ranges(present))}" if present else "no update"
+        raise UsageError(
+            f"'{path}' {what}covers {covered} of the checkpoint's "
+            f"{update} ({len(missing)} missing: {ranges_text(as_ranges(missing))}); resume with "
+            "--repair-log (Python: repair_log=True) to keep its good rows and record the missing "
+            "updates, which cannot be recreated, or move the file away to start a fresh log")
+    return as_ranges(known | set(missing)), True
 
 
 def _fmt(metric: str, value: float, episodes: float) -> str:
@@ -268,20 +385,29 @@ class SummaryFile(Callback):
         self.info = info
 
     def on_end(self, result: RunResult) -> None:
-        run_dir, info = self.info.run_dir, self.info
-        write_atomic(os.path.join(run_dir, "summary.json"),
-                     json.dumps(json_safe(result.summary), indent=2, allow_nan=False))
-        m = read_metrics_csv(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.csv")) else {}
-        if not m:
-            return
-        groups = None
-        if info.settings is not None:
-            seeds = info.num_runs // len(info.settings)
-            groups = {setting_label(s): list(range(g * seeds, (g + 1) * seeds))
-                      for g, s in enumerate(info.settings)}
-        plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
-                   forward_fill(m["episodic_return"]), info.config.env_id,
-                   result.summary.get("threshold"), groups)
+        write_summary(self.info.run_dir, result.summary)
+        write_curve(self.info, result.summary.get("threshold"))
+
+
+def write_summary(run_dir: str, summary: dict) -> None:
+    """`summary.json`: strict JSON, a NaN/Inf written as null."""
+    write_atomic(os.path.join(run_dir, "summary.json"),
+                 json.dumps(json_safe(summary), indent=2, allow_nan=False))
+
+
+def write_curve(info: RunInfo, threshold: float | None) -> None:
+    """`curve.png` from the run's metrics.csv (nothing when it holds no rows)."""
+    run_dir = info.run_dir
+    m = read_metrics_csv(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.csv")) else {}
+    if not m:
+        return
+    groups = None
+    if info.settings is not None:
+        seeds = info.num_runs // len(info.settings)
+        groups = {setting_label(s): list(range(g * seeds, (g + 1) * seeds))
+                  for g, s in enumerate(info.settings)}
+    plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
+               forward_fill(m["episodic_return"]), info.config.env_id, threshold, groups)
 
 
 def json_safe(x: Any) -> Any:
@@ -297,12 +423,20 @@ def json_safe(x: Any) -> Any:
 
 
 def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
-    """metrics.csv back as arrays [R, U] per column (NaN where a cell is empty)."""
-    with open(os.path.join(run_dir, "metrics.csv"), encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    """metrics.csv back as arrays [R, U] per column (NaN where a cell is empty), the updates
+    with a row for every run. A file that is not jaxppo's log (not UTF-8 text, another header)
+    is a UsageError, one line."""
+    path = os.path.join(run_dir, "metrics.csv")
+    rows, problem = parse_metrics_log(path)
+    if problem:
+        raise UsageError(f"'{path}' is not a readable metrics log: {problem}")
     if not rows:
         return {}
     runs = max(int(r["run"]) for r in rows) + 1
+    rows, _ = complete_updates(rows, max(int(r["update"]) for r in rows), runs)
+    rows.sort(key=lambda r: (int(r["update"]), int(r["run"])))
+    if not rows:
+        return {}
     return {k: np.array([float(r[k]) if r[k] != "" else np.nan for r in rows]).reshape(-1, runs).T
             for k in rows[0]}
 

@@ -114,6 +114,10 @@ class Policy(NamedTuple):
         return action[0] if single else action
 
 
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
 def _check_seed(seed: int, num_runs: int, run_dir) -> None:
     if not 0 <= seed < num_runs:
         valid = "0" if num_runs == 1 else f"0..{num_runs - 1}"
@@ -126,6 +130,10 @@ def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
     """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
     file). A missing or corrupt checkpoint raises `CheckpointError`. A run trained on an
     environment instance needs it again as `env` (and `env_params`)."""
+    if not _is_int(seed):
+        raise UsageError(f"seed {seed!r}: load_policy's seed is a run's index in the checkpoint "
+                         "(an int: 0 for the first run, a sweep row's `runs` entries)")
+    seed = int(seed)
     ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
     _check_seed(seed, ckpt.num_runs, run_dir)
     ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
@@ -160,8 +168,8 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     also write `EvalResult.to_dict()` there as JSON."""
     if episodes < 1:
         raise UsageError(f"episodes must be at least 1, got {episodes}")
-    if not 0 <= int(seed) < 2**32:
-        raise UsageError(f"evaluation seed {seed}: use an integer in 0..{2**32 - 1}")
+    if not _is_int(seed) or not 0 <= int(seed) < 2**32:
+        raise UsageError(f"evaluation seed {seed!r}: use an integer in 0..{2**32 - 1}")
     ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
     venv = VecEnv.from_config(ckpt.config, 1, env, env_params)
     check_eval_memory(ckpt.config, ckpt.num_runs, episodes, env=venv)

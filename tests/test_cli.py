@@ -222,19 +222,27 @@ def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys)
 
 def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
     # CSV/TensorBoard writes happen on a writer thread; a failure there must still stop the run,
-    # with its own message, and leave a checkpoint that resumes.
+    # with its own message, and leave a checkpoint that resumes: the newest one whose updates
+    # the log holds (a checkpoint never gets ahead of the log).
     from jaxppo import Experiment, PPOConfig
     from jaxppo.logger import CsvLogger
 
+    original = CsvLogger._write
+
     def disk_full(self, event):
-        raise OSError(28, "No space left on device")
+        if event.first_update > 0:
+            raise OSError(28, "No space left on device")
+        original(self, event)
 
     monkeypatch.setattr(CsvLogger, "_write", disk_full)
     config = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
                        update_epochs=2, hidden_sizes=(16, 16))
     with pytest.raises(OSError, match="No space left"):
-        Experiment(config, logdir=str(tmp_path), run_name="full", progress=False).run()
-    assert load_checkpoint(os.path.join(str(tmp_path), "full")).update > 0
+        Experiment(config, logdir=str(tmp_path), run_name="full", progress=False,
+                   chunk_updates=6, checkpoint_every_s=1e-9).run()
+    run = os.path.join(str(tmp_path), "full")
+    assert load_checkpoint(run).update == 6
+    np.testing.assert_array_equal(read_metrics_csv(run)["update"][0], np.arange(1, 7))
 
 
 def test_config_list_prints_every_key_with_type_default_and_meaning(capsys):

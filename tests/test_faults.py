@@ -15,6 +15,7 @@ import msgpack
 import numpy as np
 import pytest
 
+import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import main
@@ -164,6 +165,18 @@ def test_resume_resolves_the_checkpoint_dir_and_file(tmp_path, capsys):
     code, _, err = cli(capsys, "train", "--resume", os.path.join(run, "checkpoint"))
     assert code == 2
     one_line(err, "is finished", "jaxppo eval")  # and its results are left as they are
+    # Killed between its last checkpoint and summary.json: the resume rebuilds it, no training.
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    os.remove(os.path.join(run, "summary.json"))
+    code, out, err = cli(capsys, "train", "--resume", run, "--no-progress")
+    assert code == 0, err
+    assert "rebuilt summary.json" in out and "nothing was trained" in out
+    rebuilt = json.load(open(os.path.join(run, "summary.json")))
+    for k in ("final_return", "episodes_per_run", "solved", "env_steps", "sps"):
+        assert rebuilt[k] == summary[k], k
+    # The checkpoint's clock stopped at the last update, the summary's just after it.
+    assert rebuilt["wall_s"] == pytest.approx(summary["wall_s"], abs=2.0)
+    assert rebuilt["finished"] and rebuilt["rebuilt_from_checkpoint"]
 
 
 def test_a_second_writer_is_refused_with_the_holder_named(stopped_run, tmp_path, capsys):
@@ -297,7 +310,9 @@ def test_a_full_disk_mid_run_is_one_line_and_resumable(tmp_path, capsys, monkeyp
     monkeypatch.setattr(CsvLogger, "_write", original)
     run = str(tmp_path / "r")
     assert 0 < load_checkpoint(run).update < 24
+    # The checkpoint never got ahead of the log it could not write: nothing is missing.
     assert main(["train", "--resume", run, "--no-progress"]) == 0
+    np.testing.assert_array_equal(read_metrics_csv(run)["update"][0], np.arange(1, 25))
 
 
 def test_a_deleted_run_directory_is_one_line(tmp_path, capsys):
@@ -378,6 +393,12 @@ def test_ctrl_c_during_a_sweep_keeps_what_ran_and_resumes(tmp_path, capsys, monk
     run = str(tmp_path / "s")
     assert 0 < load_checkpoint(run).update < 24
     assert not os.path.exists(os.path.join(run, "sweep.csv"))  # no ranking of a partial run
+    cut = copy_of(run, tmp_path)  # its log cut after update 2 (two agents: 2 rows an update)
+    lines = open(os.path.join(cut, "metrics.csv"), "rb").read().split(b"\r\n")
+    open(os.path.join(cut, "metrics.csv"), "wb").write(b"\r\n".join(lines[:5]) + b"\r\n")
+    code, _, err = cli(capsys, "sweep", "--resume", cut, "--no-progress")
+    assert code == 2
+    one_line(err, "covers updates 1-2 of the checkpoint's", "--repair-log")
     monkeypatch.setattr(CsvLogger, "on_chunk", original)
     code, out, err = cli(capsys, "sweep", "--resume", run, "--no-progress")
     assert code == 0, err
@@ -450,3 +471,164 @@ def test_an_older_config_yaml_and_a_cut_csv_row_still_resume(stopped_run, tmp_pa
     m = read_metrics_csv(run)
     assert m["update"].shape == (1, 24)
     np.testing.assert_array_equal(m["update"][0], np.arange(1, 25))
+
+
+def snapshot(run):
+    """Every file of a run directory, as bytes (the lock file aside)."""
+    out = {}
+    for folder, _, files in os.walk(run):
+        for name in files:
+            path = os.path.join(folder, name)
+            if name != ".lock":
+                out[os.path.relpath(path, run)] = open(path, "rb").read()
+    return out
+
+
+def damage_log(run, how):
+    """metrics.csv of the run stopped at update 12 (one seed), damaged as a hard stop or an
+    editor leaves it; returns the updates 1..12 still whole in it."""
+    path = os.path.join(run, "metrics.csv")
+    data = open(path, "rb").read()
+    lines = data.split(b"\r\n")
+    if how == "cut":  # a file cut mid-way (header and updates 1-5, then half a row)
+        open(path, "wb").write(b"\r\n".join(lines[:6]) + b"\r\n" + lines[6][:10])
+        return list(range(1, 6))
+    if how == "header":  # the header replaced
+        open(path, "wb").write(b"a,b,c\r\n" + b"\r\n".join(lines[1:]))
+        return []
+    lines[3] = lines[3][:12] + b"\xff\xfe" + lines[3][12:]  # update 3: bytes that are not text
+    open(path, "wb").write(b"\r\n".join(lines))
+    return [u for u in range(1, 13) if u != 3]
+
+
+@pytest.mark.parametrize("how", ["cut", "header", "bytes"])
+def test_a_damaged_metrics_log_is_refused_then_repaired(stopped_run, tmp_path, capsys, how):
+    run = copy_of(stopped_run, tmp_path)
+    kept = damage_log(run, how)
+    missing = [u for u in range(1, 13) if u not in kept]
+    damaged = open(os.path.join(run, "metrics.csv"), "rb").read()
+    before = snapshot(run)
+    code, _, err = cli(capsys, "train", "--resume", run, "--no-progress")
+    assert code == 2
+    one_line(err, "metrics.csv", f"of the checkpoint's 12 ({len(missing)} missing",
+             "--repair-log", "move the file away")
+    if how == "cut":
+        one_line(err, "covers updates 1-5 of the checkpoint's 12 (7 missing: 6-12)")
+    if how == "bytes":
+        one_line(err, "not UTF-8", "missing: 3)")
+    assert snapshot(run) == before  # nothing written
+    with pytest.raises(jaxppo.UsageError, match="metrics.csv"):
+        Experiment.from_checkpoint(run)
+    if how != "cut":
+        with pytest.raises(jaxppo.UsageError, match="metrics.csv") as e:
+            read_metrics_csv(run)  # the readers too: one line, no UnicodeDecodeError
+        assert "\n" not in str(e.value)
+
+    code, _, err = cli(capsys, "train", "--resume", run, "--no-progress", "--repair-log")
+    assert code == 0, err
+    m = read_metrics_csv(run)
+    np.testing.assert_array_equal(m["update"][0], kept + list(range(13, 25)))  # none made up
+    gaps = [[u, u] for u in missing] if how == "bytes" else [[missing[0], 12]]
+    assert json.load(open(os.path.join(run, "summary.json")))["metrics_missing_updates"] == gaps
+    assert load_checkpoint(run).extra["log_gaps"] == gaps  # a later resume knows them
+    assert open(os.path.join(run, "metrics.csv.damaged"), "rb").read() == damaged  # kept
+
+
+def test_a_missing_metrics_log_starts_a_fresh_one_noting_the_gap(stopped_run, tmp_path, capsys):
+    run = copy_of(stopped_run, tmp_path)
+    os.remove(os.path.join(run, "metrics.csv"))
+    exp = Experiment.from_checkpoint(run, progress=False)
+    assert "is missing" in capsys.readouterr().err
+    result = exp.run()
+    assert result.summary["metrics_missing_updates"] == [[1, 12]]
+    np.testing.assert_array_equal(read_metrics_csv(run)["update"][0], np.arange(13, 25))
+
+
+@pytest.mark.parametrize("argv", [["train", "--resume"], ["sweep", "--resume"], ["eval"]])
+def test_a_run_stopped_before_its_first_checkpoint_says_so(stopped_run, tmp_path, capsys, argv):
+    import shutil
+
+    run = copy_of(stopped_run, tmp_path)
+    shutil.rmtree(os.path.join(run, "checkpoint"))
+    code, _, err = cli(capsys, *argv, run)
+    assert code == 2
+    one_line(err, "no checkpoint was written before the run stopped", "start it again",
+             os.path.join(run, "config.yaml"))
+    assert "looked for" not in err[0] and "jaxppo train`" not in err[0]
+
+
+def test_load_policy_names_what_it_was_given(stopped_run, capsys):
+    from jaxppo import CheckpointError, UsageError, load_policy
+
+    with pytest.raises(CheckpointError, match="is not a checkpoint; pass the run directory") as e:
+        load_policy(os.path.join(stopped_run, "metrics.csv"))
+    assert f"('{stopped_run}')" in str(e.value) and "corrupt" not in str(e.value)
+    code, _, err = cli(capsys, "eval", os.path.join(stopped_run, "config.yaml"))
+    assert code == 2
+    one_line(err, "is not a checkpoint", stopped_run)
+    with pytest.raises(UsageError, match="logdir=None"):
+        load_policy(None)
+    for seed in (1.7, True, "0"):
+        with pytest.raises(UsageError, match="seed") as e:
+            load_policy(stopped_run, seed=seed)
+        assert "\n" not in str(e.value)
+    assert load_policy(stopped_run, seed=np.int64(0)).seed == 0
+
+
+def test_a_numpy_false_from_a_callback_stops_the_run():
+    config = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
+                       update_epochs=2, hidden_sizes=(16, 16))
+    for said in (np.False_, 0):
+        result = Experiment(config, logdir=None, progress=False, chunk_updates=6,
+                            callbacks=[lambda e, said=said: said]).run()
+        assert result.status == "stopped" and result.update == 6, said
+    result = Experiment(config, logdir=None, progress=False, chunk_updates=6,
+                        callbacks=[lambda e: None]).run()
+    assert result.status == "finished"
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory):
+    """A two-setting sweep run to its end with --checkpoint-every 6; the updates it saved at."""
+    from jaxppo.callbacks import Checkpointer
+
+    logdir = str(tmp_path_factory.mktemp("sweep"))
+    setup_compilation_cache()
+    saves, original = [], Checkpointer.save
+
+    def record(self, good):
+        saves.append(good.update)
+        original(self, good)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Checkpointer, "save", record)
+        assert main(["sweep", "--config", CARTPOLE, *TINY, "--grid", "lr=1e-3,1e-4", "--logdir",
+                     logdir, "--run-name", "s", "--no-progress", "--checkpoint-every", "6"]) == 0
+    return os.path.join(logdir, "s"), saves
+
+
+def test_a_sweep_checkpoints_every_n_updates(finished_sweep):
+    _, saves = finished_sweep
+    assert saves == [6, 12, 18, 24]
+
+
+def test_a_finished_sweep_rebuilds_its_missing_table(finished_sweep, tmp_path, capsys):
+    run = copy_of(finished_sweep[0], tmp_path)
+    table = open(os.path.join(run, "sweep.csv")).read()
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    for name in ("sweep.csv", "sweep.png", "summary.json", "curve.png"):
+        os.remove(os.path.join(run, name))
+    code, out, err = cli(capsys, "sweep", "--resume", run, "--no-progress")
+    assert code == 0, err
+    assert "sweep.csv" in out and "nothing was trained" in out and "rank" in out
+    assert open(os.path.join(run, "sweep.csv")).read() == table  # identical
+    rebuilt = json.load(open(os.path.join(run, "summary.json")))
+    for k in ("ranked", "final_return", "episodes_per_run", "solved", "env_steps", "sps",
+              "status"):
+        assert rebuilt[k] == summary[k], k
+    assert rebuilt["wall_s"] == pytest.approx(summary["wall_s"], abs=2.0)
+    assert rebuilt["compile_s"] is None  # not known from a checkpoint: null, not 0
+    assert all(os.path.isfile(os.path.join(run, n)) for n in ("sweep.png", "curve.png"))
+    code, _, err = cli(capsys, "sweep", "--resume", run)  # nothing missing: refused as before
+    assert code == 2
+    one_line(err, "is finished")
