@@ -4,6 +4,7 @@ import pytest
 from jaxppo import PPOConfig
 from jaxppo.envs import register_env
 from jaxppo.envs.probes import ProbeState, _Probe
+from jaxppo.envs.spaces import Box, Discrete
 
 
 class Explode(_Probe):
@@ -21,6 +22,28 @@ class Explode(_Probe):
 
 
 register_env("test/Explode-v0", Explode)
+
+
+class Endless:
+    """Reward 1 per step, forever: no termination and no time limit, so no episode ever ends
+    in training, and evaluation can only stop at its step cap."""
+
+    default_params = None
+
+    def reset_env(self, key, params):
+        return jax.numpy.zeros((1,)), jax.numpy.int32(0)
+
+    def step_env(self, key, state, action, params):
+        return jax.numpy.zeros((1,)), state + 1, jax.numpy.float32(1.0), jax.numpy.bool_(False), {}
+
+    def observation_space(self, params):
+        return Box(-1.0, 1.0, (1,))
+
+    def action_space(self, params):
+        return Discrete(2)
+
+
+register_env("test/Endless-v0", Endless)
 
 
 @pytest.fixture(scope="session")

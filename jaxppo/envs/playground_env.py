@@ -193,6 +193,17 @@ class PlaygroundEnv:
         obs = jax.eval_shape(env.reset, jax.random.key(0)).obs
         self.obs_shape = tuple(obs.shape) if hasattr(obs, "shape") else None
 
+    def render(self, state: PlaygroundState, params: Any = None) -> np.ndarray:
+        """One frame (uint8 [H, W, 3]) for `jaxppo eval --gif`: Playground's MuJoCo renderer,
+        which needs an OpenGL context (headless: MUJOCO_GL=egl on a GPU, or osmesa)."""
+        try:
+            frames = self.playground_env.render([state.playground], height=240, width=320)
+        except Exception as e:  # noqa: BLE001 - no GL context: say so, the evaluation stands
+            raise NotImplementedError(
+                f"MuJoCo cannot draw here ({type(e).__name__}: {str(e).strip()[:120]}); it needs "
+                "OpenGL: set MUJOCO_GL=egl (a GPU) or MUJOCO_GL=osmesa (with libOSMesa)") from None
+        return np.asarray(frames[0])
+
     def reset_env(self, key: jax.Array, params: Any = None):
         state = self.playground_env.reset(key)
         return state.obs, PlaygroundState.wrap(state)
