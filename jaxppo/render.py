@@ -43,20 +43,23 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
     if brax_env.is_brax_id(config.env_id):
         brax_env.write_gif(venv.env, states, rewards, path)
         return length
-    if callable(getattr(venv.env, "render", None)):
+    # gymnax's env modules create arrays on import: not before jax.distributed starts
+    from gymnax.environments.environment import Environment
+
+    # A gymnax env's own `render` (some have one) returns a matplotlib figure for gymnax's
+    # Visualizer, not a frame: the hook is every other env's.
+    gymnax_env = isinstance(venv.env, Environment) or config.env_id in _CLASSIC_CONTROL
+    if not gymnax_env and callable(getattr(venv.env, "render", None)):
         _save_gif(_hook_frames(venv, states, rewards, config.env_id), path, 100)
         return length
+    if not gymnax_env:
+        raise NoRenderer(f"no renderer for {config.env_id}: its environment has no "
+                         "render(state, params) method returning a uint8 [H, W, 3] frame (the "
+                         "optional hook; see the README's 'Your own environment')")
     # pygame (under gymnasium's renderer) opens an audio device and a display on init; headless
     # machines then print thousands of ALSA/XDG errors. Drawing needs neither.
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    # gymnax's env modules create arrays on import: not before jax.distributed starts
-    from gymnax.environments.environment import Environment
-
-    if config.env_id not in _CLASSIC_CONTROL and not isinstance(venv.env, Environment):
-        raise NoRenderer(f"no renderer for {config.env_id}: its environment has no "
-                         "render(state, params) method returning a uint8 [H, W, 3] frame (the "
-                         "optional hook; see the README's 'Your own environment')")
     try:
         if config.env_id in _CLASSIC_CONTROL:
             frames = _classic_control_frames(config.env_id, venv.params, states, rewards)
@@ -76,8 +79,9 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
 
 
 def _hook_frames(venv: Any, states: list, rewards: list[float], env_id: str) -> list:
-    """Each state drawn by the env's own `render(state, params)`, enlarged to at least 160
-    pixels a side (grid worlds draw small tiles) and captioned with the step and return."""
+    """Each state drawn by the env's own `render(state, params)`, enlarged towards 160 pixels
+    on its short side (grid worlds draw small tiles) and kept within 480 on its long side, and
+    captioned with the step and return."""
     frames = []
     for t, state in enumerate(states):
         try:
@@ -89,11 +93,14 @@ def _hook_frames(venv: Any, states: list, rewards: list[float], env_id: str) -> 
         if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
             raise RuntimeError(f"{env_id}: render(state, params) returned {frame.dtype} "
                                f"{frame.shape}; it must return one frame, uint8 [H, W, 3]")
-        scale = max(1, -(-160 // min(frame.shape[:2])))
-        frame = np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
-        image = Image.new("RGB", (frame.shape[1], frame.shape[0] + 14), (255, 255, 255))
-        image.paste(Image.fromarray(frame), (0, 0))
-        ImageDraw.Draw(image).text((4, frame.shape[0] + 1),
+        scale = max(1, min(-(-160 // min(frame.shape[:2])), 480 // max(frame.shape[:2])))
+        picture = Image.fromarray(np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1))
+        if max(picture.size) > 480:  # matplotlib viewers (Jumanji) draw 1000 x 1000 figures
+            picture.thumbnail((480, 480))
+        w, h = picture.size
+        image = Image.new("RGB", (w, h + 14), (255, 255, 255))
+        image.paste(picture, (0, 0))
+        ImageDraw.Draw(image).text((4, h + 1),
                                    f"step {t + 1}  return {rewards[t]:.2f}", fill=(0, 0, 0))
         frames.append(image)
     return frames

@@ -22,6 +22,8 @@ use, and jaxppo never downloads at run time. Playground is an optional dependenc
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 from typing import Any
@@ -197,11 +199,13 @@ class PlaygroundEnv:
         """One frame (uint8 [H, W, 3]) for `jaxppo eval --gif`: Playground's MuJoCo renderer,
         which needs an OpenGL context (headless: MUJOCO_GL=egl on a GPU, or osmesa)."""
         try:
-            frames = self.playground_env.render([state.playground], height=240, width=320)
+            with contextlib.redirect_stderr(io.StringIO()):  # a progress bar per frame
+                frames = self.playground_env.render([state.playground], height=240, width=320)
         except Exception as e:  # noqa: BLE001 - no GL context: say so, the evaluation stands
+            why = str(e).strip().split(",")[0]
             raise NotImplementedError(
-                f"MuJoCo cannot draw here ({type(e).__name__}: {str(e).strip()[:120]}); it needs "
-                "OpenGL: set MUJOCO_GL=egl (a GPU) or MUJOCO_GL=osmesa (with libOSMesa)") from None
+                f"MuJoCo cannot draw here ({type(e).__name__}: {why}); it needs OpenGL: set "
+                "MUJOCO_GL=egl (EGL: a GPU, or Mesa's) or MUJOCO_GL=osmesa") from None
         return np.asarray(frames[0])
 
     def reset_env(self, key: jax.Array, params: Any = None):
