@@ -1,6 +1,7 @@
 """The Python run API, without argparse: callbacks, stopping, exceptions, signals, divergence,
 resume, no-files runs, sweeps, and the CLI's eval agreeing with `jaxppo.evaluate`."""
 
+import csv
 import dataclasses
 import json
 import os
@@ -204,6 +205,17 @@ def test_a_setting_without_any_return_ranks_last_and_shows_none():
     table = SweepResult(rows, None, None).table().splitlines()
     assert "none" in table[3] and "no episode ended: 2/2 seeds" in table[3]
     assert "no episode ended: 1/2 seeds" in table[1]
+
+
+def test_a_sweep_without_episodes_writes_none_not_zero(tmp_path):
+    config = dataclasses.replace(CONFIG, env_id="test/Endless-v0", total_timesteps=128)
+    out = jaxppo.sweep(config, {"lr": [1e-3, 3e-4]}, seeds=1, logdir=str(tmp_path),
+                       run_name="s", progress=False, tensorboard=False)
+    assert [r["final_return_mean"] for r in out.rows] == [None, None]
+    assert all(line.split()[2] == "none" for line in out.table().splitlines()[1:])
+    with open(os.path.join(out.run_dir, "sweep.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["final_return_mean"], r["final_return_std"]) for r in rows] == [("", "")] * 2
 
 
 def test_no_return_round_trips_through_checkpoints_and_old_accounts_load(tmp_path):
