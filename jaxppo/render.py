@@ -46,13 +46,15 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
     # gymnax's env modules create arrays on import: not before jax.distributed starts
     from gymnax.environments.environment import Environment
 
-    # A gymnax env's own `render` (some have one) returns a matplotlib figure for gymnax's
-    # Visualizer, not a frame: the hook is every other env's.
-    gymnax_env = isinstance(venv.env, Environment) or config.env_id in _CLASSIC_CONTROL
-    if not gymnax_env and callable(getattr(venv.env, "render", None)):
+    # gymnax's own envs' `render` (some have one) returns a matplotlib figure for gymnax's
+    # Visualizer, not a frame: the hook is any other `render`, a gymnax subclass's included.
+    hook = getattr(venv.env, "render", None)
+    classic = config.env_id in _CLASSIC_CONTROL
+    if (callable(hook) and not classic
+            and not getattr(hook, "__module__", "").startswith("gymnax.")):
         _save_gif(_hook_frames(venv, states, rewards, config.env_id), path, 100)
         return length
-    if not gymnax_env:
+    if not classic and not isinstance(venv.env, Environment):
         raise NoRenderer(f"no renderer for {config.env_id}: its environment has no "
                          "render(state, params) method returning a uint8 [H, W, 3] frame (the "
                          "optional hook; see the README's 'Your own environment')")

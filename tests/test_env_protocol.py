@@ -17,6 +17,7 @@ import jaxppo
 from jaxppo import ConfigError, Experiment, PPOConfig, make_train
 from jaxppo.cli import main
 from jaxppo.envs import MultiDiscrete, VecEnv, check_env_id, inspect_env
+from jaxppo.envs.probes import Constant
 from jaxppo.envs.spaces import Box, Discrete
 from jaxppo.networks import Categorical, MultiCategorical, mask_logits
 
@@ -172,6 +173,11 @@ class _CannotDraw(Corridor):
         raise NotImplementedError("no display on this machine")
 
 
+class _DrawnConstant(Constant):
+    def render(self, state, params):
+        return np.full((8, 8, 3), 200, np.uint8)
+
+
 class _DrawsFloats(Corridor):
     def render(self, state, params):
         return jnp.zeros((4, 4, 3))
@@ -188,6 +194,11 @@ def test_a_render_hook_that_cannot_draw_is_no_renderer_and_a_bad_frame_is_named(
                                            r"frame, uint8 \[H, W, 3\]"):
         render_gif(config, ts, jax.random.key(0), str(tmp_path / "b.gif"), env=_DrawsFloats())
     assert render_gif(config, ts, jax.random.key(0), str(tmp_path / "c.gif"), env=Corridor()) > 0
+    # A gymnax Environment subclass's own hook is used too (gymnax's envs keep its Visualizer).
+    config = PPOConfig(env_id="custom/Constant", total_timesteps=256, **CONFIG)
+    ts = make_train(config, env=_DrawnConstant()).init(jax.random.key(0)).train_state
+    assert render_gif(config, ts, jax.random.key(0), str(tmp_path / "d.gif"),
+                      env=_DrawnConstant()) == 1
 
 
 def test_experiment_with_an_instance_resumes_and_loads_its_policy(tmp_path):
