@@ -30,7 +30,7 @@ from jaxppo.checkpoint import save_checkpoint
 from jaxppo.config import PPOConfig
 from jaxppo.distributed import from_process_0, gather, is_main_process
 from jaxppo.keys import keys_as_data
-from jaxppo.stats import RunStats
+from jaxppo.stats import RunStats, mean_std_or_none
 
 
 def setting_label(setting: dict) -> str:
@@ -96,7 +96,7 @@ class RunResult:
     num_runs: int
     status: str  # "finished", "stopped" (a signal or a callback), "diverged" or "error"
     update: int  # updates done
-    final_return: np.ndarray  # [R] the latest mean episodic return per run
+    final_return: np.ndarray  # [R] the latest mean episodic return per run; NaN: none ended
     solved: dict | None  # {"env_steps", "update", "episodes", "wall_s", "threshold"}
     sps: float  # env steps per second over all runs (compiled chunks only)
     compile_s: float
@@ -156,13 +156,15 @@ def as_callback(cb) -> Callback:
 
 
 class StopAtReturn(Callback):
-    """Early stopping: stop once the mean over runs of the latest return reaches `target`."""
+    """Early stopping: stop once the mean over runs of the latest return reaches `target`
+    (over the runs that have a return; never before any episode has ended)."""
 
     def __init__(self, target: float):
         self.target = target
 
     def on_chunk(self, event: ChunkEvent) -> bool:
-        return float(np.mean(event.stats.final_return)) < self.target
+        ret, _ = mean_std_or_none(event.stats.final_return)
+        return ret is None or ret < self.target
 
 
 class Progress(Callback):
@@ -191,15 +193,17 @@ class Progress(Callback):
 
     def on_chunk(self, event: ChunkEvent) -> None:
         steps = event.update * event.info.config.batch_size
-        ret = float(np.mean(event.stats.final_return))
+        ret, _ = mean_std_or_none(event.stats.final_return)  # None until an episode has ended
         if self.bar is not None:
             self.bar.n = steps
             left = (self.total - steps) / max(event.stats.sps_per_run, 1e-9)
-            self.bar.set_postfix_str(f"{event.sps:,.0f} SPS, return {ret:.1f}, "
+            shown = "none" if ret is None else f"{ret:.1f}"
+            self.bar.set_postfix_str(f"{event.sps:,.0f} SPS, return {shown}, "
                                      f"ETA {left:.0f} s", refresh=True)
         else:
+            shown = "none" if ret is None else f"{ret:.2f}"
             print(f"[{100.0 * steps / self.total:5.1f}%] steps {steps:,} | SPS {event.sps:,.0f} "
-                  f"| mean return {ret:.2f} | t={event.wall_s:.1f}s", flush=True)
+                  f"| mean return {shown} | t={event.wall_s:.1f}s", flush=True)
 
     def on_end(self, result: RunResult) -> None:
         if getattr(self, "bar", None) is not None:

@@ -41,7 +41,7 @@ from jaxppo.experiment import (
 from jaxppo.files import PipeSafe, check_writable
 from jaxppo.logger import WandbLogger
 from jaxppo.policy import evaluate, load_policy
-from jaxppo.render import render_gif, render_html
+from jaxppo.render import NoRenderer, render_gif, render_html
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -81,6 +81,34 @@ def setup_devices(args):
 def _num(x: float) -> str:
     """A return to print: one decimal for CartPole's 500.0, three digits for MiniGrid's 0.961."""
     return f"{x:.1f}" if abs(x) >= 10 or x == 0 else f"{x:.3g}"
+
+
+def _final_return(s: dict) -> str:
+    """summary.json's final return as text; "none" for seeds in which no episode ended."""
+    n, missing = len(s["final_return"]), s["runs_without_return"]
+    none = f"no episode ended in {s['env_steps']:,} steps"
+    if s["final_return_mean"] is None:
+        return f"none ({none})"
+    have = n - missing
+    text = _num(s["final_return_mean"])
+    if have > 1:
+        text += f" ± {_num(s['final_return_std'])} over {have} seeds"
+    if missing:
+        text += f" (none for {missing} of {n} seeds: {none})"
+    return text
+
+
+def _eval_return(returns, completed, per_seed: bool = False) -> str:
+    """The mean ± std of the completed episodes' returns; a cut-off episode (still running at
+    the step cap) is counted apart, and "none" is all there is when none completed."""
+    n, cut = returns.size, int((~completed).sum())
+    if cut == n:
+        return f"none (all {n} episodes cut off)"
+    done = returns[completed]
+    text = f"{done.mean():.2f} ± {done.std():.2f}"
+    if not per_seed:
+        text += f" over {done.size} {'completed ' if cut else ''}episodes"
+    return text + (f" ({cut} of {n} cut off)" if cut else "")
 
 
 class _Header(Callback):
@@ -178,10 +206,7 @@ def cmd_train(args) -> int:
     if result.solved:
         print(f"{exp.config.env_id} solved in {result.solved['wall_s']:.1f} s after "
               f"{result.solved['episodes']:,.0f} episodes ({result.solved['env_steps']:,} steps)")
-    rets = s["final_return"]
-    spread = (f" ± {_num(s['final_return_std'])} over {len(rets)} seeds" if len(rets) > 1
-              else "")
-    print(f"final return: {_num(s['final_return_mean'])}{spread} | {s['sps']:,.0f} SPS "
+    print(f"final return: {_final_return(s)} | {s['sps']:,.0f} SPS "
           f"| compile {s['compile_s']:.1f} s | wall {s['wall_s']:.1f} s")
     return 0
 
@@ -259,11 +284,17 @@ def cmd_eval(args) -> int:
     res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
                    out=out)
     mode = "deterministic" if args.deterministic else "stochastic"
+    done = res.completed  # an episode cut off at the step cap has no return, only a sum
     if res.returns.shape[0] > 1:
         for r, ret in enumerate(res.returns):
-            print(f"seed {r}: {ret.mean():.2f} ± {ret.std():.2f}")
-    print(f"{res.env_id} ({mode}, update {res.update}): return {res.returns.mean():.2f} "
-          f"± {res.returns.std():.2f} over {res.returns.size} episodes")
+            print(f"seed {r}: {_eval_return(ret, done[r], per_seed=True)}")
+    print(f"{res.env_id} ({mode}, update {res.update}): return "
+          f"{_eval_return(res.returns, done)}")
+    if not done.all():
+        print(f"note: {int((~done).sum())} of {done.size} episodes were still running at the "
+              f"evaluation's cap of {res.max_steps} steps (the env states no shorter time "
+              "limit; set max_episode_steps to give it one): cut off, left out of the mean, "
+              "marked in eval.json (cut_off)", file=sys.stderr)
     for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
         if not path:
             continue
@@ -271,6 +302,9 @@ def cmd_eval(args) -> int:
         try:
             length = render(policy.config, policy.train_state, jax.random.key(args.seed), path,
                             args.deterministic)
+        except NoRenderer as e:  # the evaluation stands: one line, its exit status
+            print(f"jaxppo eval: {flag}: {e}; no GIF written", file=sys.stderr)
+            continue
         except RuntimeError as e:
             print(f"jaxppo eval: {flag}: {e}", file=sys.stderr)
             return 1

@@ -157,7 +157,7 @@ def _run_jaxppo(config: PPOConfig, seeds: int, seed: int, t0: float) -> dict:
             "sps": config.env_steps * seeds / run_s,
             "solve_s": before + solved["wall_s"] if solved else None,
             "solve_steps": solved["env_steps"] if solved else None,
-            "final_return": float(np.mean(result.final_return))}
+            "final_return": result.summary["final_return_mean"]}  # None: no episode ended
 
 
 def _run_sb3(config: PPOConfig, subproc: bool, seed: int, t0: float) -> dict:

@@ -1,8 +1,10 @@
 """Whole episodes of a trained policy inside one jitted scan (evaluation, and the frames of a GIF).
 
 Each of E envs plays exactly one episode (the first); steps after its end are masked, so the
-scan has the static length of the env's time limit. `evaluate_runs` vmaps that over the R runs
-(seeds or sweep settings) of a checkpoint: one program, one compile, for all of them.
+scan has the static length of the env's time limit (`max_episode_steps`: 1000 where the env
+states none, and an episode still running then is reported as cut off, never as finished).
+`evaluate_runs` vmaps that over the R runs (seeds or sweep settings) of a checkpoint: one
+program, one compile, for all of them.
 
 Axis legend: R runs, E episodes, T = the env's time limit.
 
@@ -113,9 +115,9 @@ def _play(env: VecEnv, network, ts: TrainState, key: jax.Array, *, deterministic
 
 
 def _returns(ts: TrainState, key: jax.Array, *, env: VecEnv, network, deterministic: bool,
-             normalize: bool) -> tuple[jax.Array, jax.Array]:
+             normalize: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
     _, final, _ = _play(env, network, ts, key, deterministic=deterministic, normalize=normalize)
-    return final.ret, final.length
+    return final.ret, final.length, final.finished
 
 
 def cached(fn):
@@ -156,22 +158,25 @@ def _evaluator(config: PPOConfig, num_episodes: int, deterministic: bool, batche
 
 def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_episodes: int = 10,
              deterministic: bool = True, *, env=None, env_params=None
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Return `(returns [E], lengths [E])` of one run's `num_episodes` episodes, played in
-    parallel (on `env`, an environment instance, when the run trained on one)."""
-    ret, length = _evaluator(config, num_episodes, deterministic, False, env,
-                             env_params)(train_state, key)
-    return np.asarray(ret), np.asarray(length)
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return `(returns [E], lengths [E], finished [E] bool)` of one run's `num_episodes`
+    episodes, played in parallel (on `env`, an environment instance, when the run trained on
+    one); `finished` is False for an episode cut off at `max_episode_steps` (its return is the
+    sum so far)."""
+    ret, length, finished = _evaluator(config, num_episodes, deterministic, False, env,
+                                       env_params)(train_state, key)
+    return np.asarray(ret), np.asarray(length), np.asarray(finished)
 
 
 def evaluate_runs(config: PPOConfig, train_states: TrainState, key: jax.Array,
                   num_episodes: int = 10, deterministic: bool = True, *, env=None,
-                  env_params=None) -> tuple[np.ndarray, np.ndarray]:
+                  env_params=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`evaluate` for R runs at once (`train_states` leaves lead with R), vmapped in one
-    program; every run plays with the same `key`. Returns `(returns [R, E], lengths [R, E])`."""
-    ret, length = _evaluator(config, num_episodes, deterministic, True, env,
-                             env_params)(train_states, key)
-    return np.asarray(ret), np.asarray(length)
+    program; every run plays with the same `key`. Returns `(returns, lengths, finished)`,
+    each [R, E]."""
+    ret, length, finished = _evaluator(config, num_episodes, deterministic, True, env,
+                                       env_params)(train_states, key)
+    return np.asarray(ret), np.asarray(length), np.asarray(finished)
 
 
 @cached

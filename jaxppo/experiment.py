@@ -62,7 +62,7 @@ from jaxppo.logger import (
 from jaxppo.machine import peak_device_bytes
 from jaxppo.plots import plot_sweep
 from jaxppo.sharding import make_placement
-from jaxppo.stats import RunStats, quiet_nonfinite
+from jaxppo.stats import RunStats, mean_std_or_none, quiet_nonfinite, returns_or_none
 from jaxppo.train import NONFINITE_SOURCES
 
 DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
@@ -478,14 +478,17 @@ class _Loop:
         lone = self.status == "error" and jax.process_count() > 1
         train_state = None if runner is None or lone else gather(runner.train_state)
         returns = stats.final_return
+        mean, std = mean_std_or_none(returns)
         dev = jax.devices()[0]
         summary = {
             "env_id": c.env_id,
             "num_runs": exp.num_runs,
             "status": self.status,
-            "final_return": [float(x) for x in returns],
-            "final_return_mean": float(np.mean(returns)),
-            "final_return_std": float(np.std(returns)),
+            # null for a run in which no episode has ended; mean and std over the others
+            "final_return": returns_or_none(returns),
+            "final_return_mean": mean,
+            "final_return_std": std,
+            "runs_without_return": int(np.isnan(returns).sum()),
             "wall_s": round(stats.wall_before + wall, 3),
             "compile_s": round(self.compile_s, 3),
             "sps": round(stats.sps_per_run * exp.num_runs, 1),
@@ -614,8 +617,9 @@ def _summary_stats(run_dir: str, update: int) -> dict | None:
 class SweepResult:
     """`jaxppo.sweep`'s ranked table: one row per setting, best first (ties keep grid order)."""
 
-    rows: list[dict]  # rank, setting, label, final_return_mean, final_return_std, seeds,
-    #                   diverged_seeds, runs (indices into the run's seeds axis)
+    rows: list[dict]  # rank, setting, label, final_return_mean, final_return_std (None where
+    #                   no seed has a return), seeds, diverged_seeds, seeds_without_return,
+    #                   runs (indices into the run's seeds axis)
     result: RunResult
     run_dir: str | None
 
@@ -630,8 +634,11 @@ class SweepResult:
         for r in self.rows:
             flag = (f"  (diverged: {r['diverged_seeds']}/{r['seeds']} seeds)"
                     if r["diverged_seeds"] else "")
-            lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {r['final_return_mean']:8.2f}"
-                         f" ± {r['final_return_std']:.2f}{flag}")
+            if r["seeds_without_return"]:
+                flag += f"  (no episode ended: {r['seeds_without_return']}/{r['seeds']} seeds)"
+            ret = ("    none" if r["final_return_mean"] is None else
+                   f"{r['final_return_mean']:8.2f} ± {r['final_return_std']:.2f}")
+            lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {ret}{flag}")
         return "\n".join(lines)
 
 
@@ -668,13 +675,17 @@ def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
 @quiet_nonfinite
 def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.ndarray,
                   seeds: int) -> list[dict]:
+    """Settings best first by their mean final return over the seeds that have one (NaN: no
+    episode ended); a setting none of whose seeds has a return ranks last, its mean None."""
     final = np.asarray(final_return, float).reshape(len(settings), seeds)
     bad = np.asarray(diverged, bool).reshape(len(settings), seeds)
-    means, stds = final.mean(1), final.std(1)
-    order = sorted(range(len(settings)), key=lambda g: (-means[g], g))  # stable on ties
+    stats = [mean_std_or_none(row) for row in final]
+    order = sorted(range(len(settings)),  # stable on ties; no return at all ranks last
+                   key=lambda g: (stats[g][0] is None, -(stats[g][0] or 0.0), g))
     return [{"rank": rank, "setting": settings[g], "label": setting_label(settings[g]),
-             "final_return_mean": float(means[g]), "final_return_std": float(stds[g]),
+             "final_return_mean": stats[g][0], "final_return_std": stats[g][1],
              "seeds": seeds, "diverged_seeds": int(bad[g].sum()),
+             "seeds_without_return": int(np.isnan(final[g]).sum()),
              "runs": list(range(g * seeds, (g + 1) * seeds))}
             for rank, g in enumerate(order, 1)]
 
@@ -684,6 +695,11 @@ def sweep_rows(result: RunResult) -> list[dict]:
     s = result.summary
     diverged = np.isin(np.arange(result.num_runs), s["diverged_runs"])
     return rank_settings(s["settings"], result.final_return, diverged, s["seeds"])
+
+
+def _cell(x: float | None) -> str:
+    """A CSV cell: empty where there is no return (as metrics.csv leaves it)."""
+    return "" if x is None else f"{x:.4f}"
 
 
 class SweepTable(Callback):
@@ -706,13 +722,14 @@ class SweepTable(Callback):
             w.writerow(["rank", *keys, "final_return_mean", "final_return_std", "seeds", "runs",
                         "diverged_seeds"])
             for r in rows:
-                w.writerow([r["rank"], *r["setting"].values(), f"{r['final_return_mean']:.4f}",
-                            f"{r['final_return_std']:.4f}", seeds, " ".join(map(str, r["runs"])),
+                w.writerow([r["rank"], *r["setting"].values(), _cell(r["final_return_mean"]),
+                            _cell(r["final_return_std"]), seeds, " ".join(map(str, r["runs"])),
                             r["diverged_seeds"]])
         in_grid = sorted(rows, key=lambda r: r["runs"][0])
+        nan = lambda x: np.nan if x is None else x  # noqa: E731 - no bar for no return
         plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
-                   np.array([r["final_return_mean"] for r in in_grid]),
-                   np.array([r["final_return_std"] for r in in_grid]),
+                   np.array([nan(r["final_return_mean"]) for r in in_grid]),
+                   np.array([nan(r["final_return_std"]) for r in in_grid]),
                    f"{result.config.env_id}: {seeds} seed(s) per setting")
 
 

@@ -442,11 +442,12 @@ def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
 
 
 def forward_fill(x: np.ndarray) -> np.ndarray:
-    """[R, U] with each NaN replaced by the run's previous value (0 before the first): a
-    return curve drawn through updates in which no episode ended."""
+    """[R, U] with each NaN replaced by the run's previous value (NaN before the first: no
+    return is drawn before an episode has ended): a return curve drawn through updates in
+    which no episode ended."""
     out = np.array(x, float)
     for row in out:
-        last = 0.0
+        last = np.nan
         for j, v in enumerate(row):
             last = v if np.isfinite(v) else last
             row[j] = last

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,11 +14,14 @@ import numpy as np  # noqa: E402
 def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str,
                threshold: float | None = None, groups: dict[str, list[int]] | None = None) -> None:
     """Episodic return vs env steps: the mean over runs with a +-1 std band (returns: [R, U]),
-    one curve per group of runs when `groups` (a sweep: {setting label: its runs}) is given."""
+    one curve per group of runs when `groups` (a sweep: {setting label: its runs}) is given. A
+    NaN (a run before its first episode ended) is left out of the mean."""
     groups = groups or {f"mean over {returns.shape[0]} seed(s)": list(range(returns.shape[0]))}
     fig, ax = plt.subplots(figsize=(7, 4))
     for label, runs in groups.items():
-        mean, std = returns[runs].mean(0), returns[runs].std(0)
+        with warnings.catch_warnings():  # NaN: no episode had ended yet; all-NaN: no point
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, std = np.nanmean(returns[runs], 0), np.nanstd(returns[runs], 0)
         line, = ax.plot(env_steps, mean, lw=1.5, label=label)
         ax.fill_between(env_steps, mean - std, mean + std, alpha=0.2, color=line.get_color(),
                         label="± 1 std" if len(groups) == 1 else None)

@@ -24,7 +24,13 @@ import numpy as np
 from jaxppo.checkpoint import load_checkpoint
 from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
-from jaxppo.episodes import cached, evaluate_runs, policy_action, recurrent_policy_action
+from jaxppo.episodes import (
+    cached,
+    evaluate_runs,
+    max_episode_steps,
+    policy_action,
+    recurrent_policy_action,
+)
 from jaxppo.errors import UsageError
 from jaxppo.files import check_writable
 from jaxppo.memory import check_eval_memory
@@ -72,13 +78,14 @@ class Policy(NamedTuple):
         return jax.tree.map(lambda c: c[0], carry) if batch is None else carry
 
     def act(self, obs, key: jax.Array | None = None, deterministic: bool = True,
-            mask=None, state=None):
+            mask=None, state=None, clip: bool = True):
         """The action for one observation [*obs_shape] (-> [*action_shape]) or a batch
         [B, *obs_shape] (-> [B, *action_shape]), through the saved observation normalizer when
         the run trained with one. Deterministic: the distribution's mode; else a sample, which
-        needs `key`. Continuous actions are not clipped (the env adapter clips them, as it
-        did in training). `mask` ([A] or [B, A] bool) restricts a masked env's policy to its
-        legal actions, as in training.
+        needs `key`. Continuous actions are clipped to the action space's bounds, as the env
+        was stepped in training and evaluation (and as SB3's `predict` does); `clip=False`
+        gives the raw Gaussian sample or mean, which may lie outside them. `mask` ([A] or
+        [B, A] bool) restricts a masked env's policy to its legal actions, as in training.
 
         A recurrent policy (`network: gru | lstm`) also takes its `state` (`initial_state()` at
         an episode's start) and returns `(action, state)`: feed the state back each step."""
@@ -103,15 +110,37 @@ class Policy(NamedTuple):
                 raise UsageError(f"action mask of shape {mask.shape}: {self.config.env_id} "
                                  f"takes ({env.action_dim},) per observation")
         batch_obs = obs[None] if single else obs
+        bounds = clip and not env.discrete
         if self.recurrent:
+            self._check_state(state, None if single else obs.shape[0])
             hidden = jax.tree.map(lambda c: c[None], state) if single else state
             action, hidden = act(self.train_state, batch_obs, key, deterministic=deterministic,
                                  mask=mask, hidden=hidden)
+            if bounds:
+                action = jnp.clip(action, env.action_low, env.action_high)
             if single:
                 return action[0], jax.tree.map(lambda c: c[0], hidden)
             return action, hidden
         action = act(self.train_state, batch_obs, key, deterministic=deterministic, mask=mask)
+        if bounds:
+            action = jnp.clip(action, env.action_low, env.action_high)
         return action[0] if single else action
+
+    def _check_state(self, state, batch: int | None) -> None:
+        """A recurrent state that does not fit the observation(s) is one line naming the
+        shape it must have, not an error from inside the network."""
+        expected = jax.tree.map(jnp.shape, self.initial_state(batch))
+        try:
+            given = jax.tree.map(jnp.shape, state)
+        except (TypeError, ValueError):
+            given = None
+        if given != expected:
+            what = "one observation" if batch is None else f"a batch of {batch}"
+            call = "initial_state()" if batch is None else f"initial_state({batch})"
+            shown = given if given is not None else type(state).__name__
+            raise UsageError(f"state of shape {shown}: this {self.config.network} policy's state "
+                             f"for {what} has shape {expected} (policy.{call}); pass the state "
+                             "act returned for the same observations")
 
 
 def _is_int(x) -> bool:
@@ -141,22 +170,44 @@ def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
 
 
 class EvalResult(NamedTuple):
-    """What `evaluate` returns: every run's episodes, for per-run and aggregate statistics."""
+    """What `evaluate` returns: every run's episodes, for per-run and aggregate statistics.
 
-    returns: np.ndarray  # [R, E] float
+    An episode still running at the evaluation's step cap (`max_steps`: the env's time limit,
+    1000 where it states none) is cut off: `cut_off` marks it, its return is only the sum so
+    far, and `mean_per_run` leaves it out."""
+
+    returns: np.ndarray  # [R, E] float (of a cut-off episode: the sum up to the cap)
     lengths: np.ndarray  # [R, E] int
     env_id: str
     update: int  # updates the checkpoint had done
     seed: int  # the evaluation seed
     deterministic: bool
+    cut_off: np.ndarray | None = None  # [R, E] bool: still running at `max_steps`
+    max_steps: int | None = None  # the step cap the episodes were played to
+
+    @property
+    def completed(self) -> np.ndarray:
+        """[R, E] bool: the episodes that ended (terminated or hit the env's own limit)."""
+        return (np.ones(self.returns.shape, bool) if self.cut_off is None
+                else ~np.asarray(self.cut_off, bool))
+
+    def mean_per_run(self) -> list[float | None]:
+        """Each run's mean return over its completed episodes; None if none completed."""
+        done = self.completed
+        return [float(r[d].mean()) if d.any() else None
+                for r, d in zip(self.returns, done, strict=True)]
 
     def to_dict(self) -> dict:
         """The JSON record `evaluate(..., out=path)` writes (what aggregate plots read)."""
+        cut = ~self.completed
         return {
             "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
             "deterministic": self.deterministic, "episodes": int(self.returns.shape[1]),
             "returns": self.returns.tolist(), "lengths": self.lengths.tolist(),
-            "mean_per_run": self.returns.mean(axis=1).tolist(),
+            "mean_per_run": self.mean_per_run(),  # over completed episodes; null if none
+            "max_steps": self.max_steps,
+            "cut_off": cut.tolist(),  # true: still running at max_steps (return: sum so far)
+            "cut_off_per_run": cut.sum(axis=1).tolist(),
         }
 
 
@@ -165,7 +216,8 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
              env: Any = None, env_params: Any = None) -> EvalResult:
     """Play `episodes` episodes with every run of the checkpoint in `run_dir`, in one vmapped,
     jitted program; the episodes are fixed by `seed` and the same for every run. With `out`,
-    also write `EvalResult.to_dict()` there as JSON."""
+    also write `EvalResult.to_dict()` there as JSON. Episodes still running at the step cap are
+    marked `cut_off` and left out of `mean_per_run()`."""
     if episodes < 1:
         raise UsageError(f"episodes must be at least 1, got {episodes}")
     if not _is_int(seed) or not 0 <= int(seed) < 2**32:
@@ -175,10 +227,11 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     check_eval_memory(ckpt.config, ckpt.num_runs, episodes, env=venv)
     if out is not None:
         check_writable(out, "evaluation JSON")
-    returns, lengths = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
-                                     jax.random.key(seed), episodes, deterministic, env=env,
-                                     env_params=env_params)
-    result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic)
+    returns, lengths, finished = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
+                                               jax.random.key(seed), episodes, deterministic,
+                                               env=env, env_params=env_params)
+    result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
+                        ~finished, max_episode_steps(venv))
     if out is not None:
         with open(out, "w") as f:
             json.dump(result.to_dict(), f, indent=1)

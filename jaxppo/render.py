@@ -1,5 +1,11 @@
-"""One episode as a picture: a GIF (gymnasium's classic-control renderer, gymnax's Visualizer
-for MinAtar, a side view for Brax) or Brax's interactive HTML viewer."""
+"""One episode as a picture: a GIF (the env's own `render(state, params)` hook, which the
+Navix, Craftax, Jumanji, XLand-MiniGrid and Playground adapters provide from their library's
+renderer; gymnasium's classic-control renderer; gymnax's Visualizer for MinAtar; a side view for
+Brax) or Brax's interactive HTML viewer.
+
+The hook, for your own environment: `render(state, params) -> uint8 [H, W, 3]`, called on the
+host once per frame with one (unbatched) state; raising `NotImplementedError("why")` says it
+cannot draw here (then `NoRenderer`, as for an env without a hook)."""
 
 from __future__ import annotations
 
@@ -21,36 +27,85 @@ _CLASSIC_CONTROL = ("Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0"
                     "MountainCarContinuous-v0")
 
 
+class NoRenderer(RuntimeError):
+    """The environment cannot draw frames (it has no renderer, or none that works here). Not a
+    fault of the run: `jaxppo eval` says so in one line and exits as the evaluation did."""
+
+
 def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
-               deterministic: bool = True) -> int:
-    """Render one episode to a GIF (gymnasium's renderer for classic control, gymnax's
-    Visualizer for the others, a side view for Brax); returns the episode length."""
+               deterministic: bool = True, *, env: Any = None, env_params: Any = None) -> int:
+    """Render one episode to a GIF (the env's `render` hook, gymnasium's renderer for classic
+    control, gymnax's Visualizer for the others, a side view for Brax); returns the episode
+    length. `env`: the environment instance the run trained on, if not `config.env_id`'s."""
     check_writable(path, "GIF")
-    env, states, rewards, length = play_episode(config, train_state, key, deterministic)
+    venv, states, rewards, length = play_episode(config, train_state, key, deterministic,
+                                                 env=env, env_params=env_params)
     if brax_env.is_brax_id(config.env_id):
-        brax_env.write_gif(env.env, states, rewards, path)
+        brax_env.write_gif(venv.env, states, rewards, path)
         return length
+    # gymnax's env modules create arrays on import: not before jax.distributed starts
+    from gymnax.environments.environment import Environment
+
+    # gymnax's own envs' `render` (some have one) returns a matplotlib figure for gymnax's
+    # Visualizer, not a frame: the hook is any other `render`, a gymnax subclass's included.
+    hook = getattr(venv.env, "render", None)
+    classic = config.env_id in _CLASSIC_CONTROL
+    if (callable(hook) and not classic
+            and not getattr(hook, "__module__", "").startswith("gymnax.")):
+        _save_gif(_hook_frames(venv, states, rewards, config.env_id), path, 100)
+        return length
+    if not classic and not isinstance(venv.env, Environment):
+        raise NoRenderer(f"no renderer for {config.env_id}: its environment has no "
+                         "render(state, params) method returning a uint8 [H, W, 3] frame (the "
+                         "optional hook; see the README's 'Your own environment')")
     # pygame (under gymnasium's renderer) opens an audio device and a display on init; headless
     # machines then print thousands of ALSA/XDG errors. Drawing needs neither.
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         if config.env_id in _CLASSIC_CONTROL:
-            frames = _classic_control_frames(config.env_id, env.params, states, rewards)
+            frames = _classic_control_frames(config.env_id, venv.params, states, rewards)
             _save_gif(frames, path, 50)
         else:
-            # gymnax's env modules create arrays on import: not before jax.distributed starts
             from gymnax.visualize import Visualizer
 
-            write_gif(Visualizer(env.env, env.params, states, np.array(rewards)), len(states),
+            write_gif(Visualizer(venv.env, venv.params, states, np.array(rewards)), len(states),
                       path)
     except Exception as e:  # noqa: BLE001 - a missing visualizer must not crash eval
         if type(e).__name__ in ("DependencyNotInstalled", "ModuleNotFoundError"):
             raise RuntimeError(f"rendering {config.env_id} needs gymnasium's classic-control "
                                "renderer: pip install 'jaxppo[render]'") from None
-        raise RuntimeError(f"gymnax has no working visualizer for {config.env_id}: "
-                           f"{type(e).__name__}: {e}") from None
+        raise NoRenderer(f"no renderer for {config.env_id}: gymnax's visualizer cannot draw it "
+                         f"({type(e).__name__}: {e})") from None
     return length
+
+
+def _hook_frames(venv: Any, states: list, rewards: list[float], env_id: str) -> list:
+    """Each state drawn by the env's own `render(state, params)`, enlarged towards 160 pixels
+    on its short side (grid worlds draw small tiles) and kept within 480 on its long side, and
+    captioned with the step and return."""
+    frames = []
+    for t, state in enumerate(states):
+        try:
+            frame = np.asarray(venv.env.render(state, venv.params))
+        except NotImplementedError as e:
+            raise NoRenderer(f"no renderer for {env_id}: {e}") from None
+        if frame.ndim == 3 and frame.shape[2] == 4:
+            frame = frame[..., :3]  # RGBA (matplotlib canvases)
+        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
+            raise RuntimeError(f"{env_id}: render(state, params) returned {frame.dtype} "
+                               f"{frame.shape}; it must return one frame, uint8 [H, W, 3]")
+        scale = max(1, min(-(-160 // min(frame.shape[:2])), 480 // max(frame.shape[:2])))
+        picture = Image.fromarray(np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1))
+        if max(picture.size) > 480:  # matplotlib viewers (Jumanji) draw 1000 x 1000 figures
+            picture.thumbnail((480, 480))
+        w, h = picture.size
+        image = Image.new("RGB", (w, h + 14), (255, 255, 255))
+        image.paste(picture, (0, 0))
+        ImageDraw.Draw(image).text((4, h + 1),
+                                   f"step {t + 1}  return {rewards[t]:.2f}", fill=(0, 0, 0))
+        frames.append(image)
+    return frames
 
 
 def render_html(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
@@ -60,8 +115,8 @@ def render_html(config: PPOConfig, train_state: TrainState, key: jax.Array, path
         raise RuntimeError(f"HTML rendering is for Brax environments; {config.env_id} is a "
                            "gymnax environment (use --gif)")
     check_writable(path, "HTML")
-    env, states, _, length = play_episode(config, train_state, key, deterministic)
-    brax_env.write_html(env.env, states, path)
+    venv, states, _, length = play_episode(config, train_state, key, deterministic)
+    brax_env.write_html(venv.env, states, path)
     return length
 
 

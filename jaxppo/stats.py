@@ -97,6 +97,20 @@ class SolveTracker:
         return None
 
 
+def returns_or_none(returns) -> list[float | None]:
+    """Returns as JSON: NaN (no episode ended, so no return) becomes None (null)."""
+    return [None if np.isnan(x) else float(x) for x in np.asarray(returns, float)]
+
+
+def mean_std_or_none(returns) -> tuple[float | None, float | None]:
+    """Mean and std over the runs that have a return (not NaN); `(None, None)` if none has."""
+    have = np.asarray(returns, float)
+    have = have[~np.isnan(have)]
+    if have.size == 0:
+        return None, None
+    return float(np.mean(have)), float(np.std(have))
+
+
 @dataclasses.dataclass
 class RunStats:
     """The running account of `num_runs` runs. `wall_s` and `run_s` include earlier sessions of
@@ -107,7 +121,7 @@ class RunStats:
     batch_size: int
     update: int = 0
     episodes: np.ndarray | None = None  # [R] episodes finished so far
-    final_return: np.ndarray | None = None  # [R] the latest mean episodic return
+    final_return: np.ndarray | None = None  # [R] the latest mean episodic return; NaN: none ended
     solved: dict | None = None
     wall_before: float = 0.0  # wall seconds of earlier sessions
     run_s: float = 0.0  # seconds spent in compiled chunks
@@ -118,7 +132,7 @@ class RunStats:
         if self.episodes is None:
             self.episodes = np.zeros(self.num_runs)
         if self.final_return is None:
-            self.final_return = np.zeros(self.num_runs)
+            self.final_return = np.full(self.num_runs, np.nan)
         if self.tracker is None:
             self.tracker = SolveTracker(solve_threshold(self.env_id), self.num_runs)
 
@@ -149,21 +163,28 @@ class RunStats:
                                    "wall_s": round(float(wall), 3), "threshold": self.threshold}
                     break
         self.episodes = self.episodes + metrics["episodes"].sum(1)
-        self.final_return = np.asarray(metrics["episodic_return"][:, -1], float)
+        # A run none of whose episodes has ended has no return (the runner of a checkpoint
+        # from before NaN marked that carried 0.0).
+        self.final_return = np.where(self.episodes > 0,
+                                     np.asarray(metrics["episodic_return"][:, -1], float), np.nan)
         self.update = update
 
     def to_dict(self, wall_s: float) -> dict[str, Any]:
-        """What a checkpoint carries (JSON-able, a copy): `wall_s` is the run's total so far."""
+        """What a checkpoint carries (JSON-able, a copy): `wall_s` is the run's total so far.
+        A run without a return is None (JSON's null), not NaN (which JSON lacks)."""
         return {"update": self.update, "episodes": self.episodes.tolist(),
-                "final_return": self.final_return.tolist(), "solved": self.solved,
+                "final_return": returns_or_none(self.final_return), "solved": self.solved,
                 "wall_s": wall_s, "run_s": self.run_s, "steps_timed": self.steps_timed,
                 "solve_history": [[list(h) for h in run] for run in self.tracker.history]}
 
     @classmethod
     def from_dict(cls, d: dict, env_id: str, num_runs: int, batch_size: int) -> RunStats:
-        return cls(env_id, num_runs, batch_size, update=int(d["update"]),
-                   episodes=np.asarray(d["episodes"], float),
-                   final_return=np.asarray(d["final_return"], float), solved=d.get("solved"),
+        episodes = np.asarray(d["episodes"], float)
+        final = np.array([np.nan if x is None else x for x in d["final_return"]], float)
+        # Accounts saved before "no episode" was NaN/None hold 0.0 for such runs.
+        final = np.where(episodes > 0, final, np.nan)
+        return cls(env_id, num_runs, batch_size, update=int(d["update"]), episodes=episodes,
+                   final_return=final, solved=d.get("solved"),
                    wall_before=float(d["wall_s"]), run_s=float(d["run_s"]),
                    steps_timed=int(d["steps_timed"]),
                    tracker=SolveTracker(solve_threshold(env_id), num_runs,

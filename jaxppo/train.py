@@ -67,7 +67,7 @@ class RunnerState(NamedTuple):
 
     train_state: TrainState
     env: EnvCarry
-    last_return: jax.Array  # carried when no episode ends in an update
+    last_return: jax.Array  # carried when no episode ends in an update; NaN until one has
     last_length: jax.Array
     key: jax.Array
 
@@ -113,7 +113,9 @@ def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
         normalizer = normalizer._replace(obs=rms_update(normalizer.obs, obs, axis_name))
     train_state = TrainState(params, opt_state, normalizer, jnp.int32(0))
     env_carry = EnvCarry(env_state, obs, jnp.zeros((env.num_envs,), jnp.float32), hidden, start)
-    return RunnerState(train_state, env_carry, jnp.float32(0.0), jnp.float32(0.0), run_key)
+    # NaN, not 0: until an episode ends there is no return to report (a real 0.0 is a return).
+    return RunnerState(train_state, env_carry, jnp.float32(jnp.nan), jnp.float32(jnp.nan),
+                       run_key)
 
 
 def _minibatch_step(carry, idx, *, batch: Minibatch, hp: Hparams, lr, tx, network,
@@ -210,6 +212,8 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
     _, var_returns = mean_var(returns, axis_name)
     _, var_residual = mean_var(returns - traj.value, axis_name)
     metrics = {
+        # The mean over the episodes that ended in this update, else the latest such mean;
+        # NaN until the first episode ends.
         "episodic_return": ep_return,
         "episodic_length": ep_length,
         "episodes": stats.count,

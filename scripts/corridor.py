@@ -1,4 +1,4 @@
-"""A custom environment in ~30 lines, trained by jaxppo: walk right along a corridor.
+"""A custom environment in ~35 lines, trained by jaxppo: walk right along a corridor.
 
     python scripts/corridor.py                       # make_train on an instance
     jaxppo train --config configs/corridor.yaml      # env_id: scripts.corridor:Corridor
@@ -45,6 +45,11 @@ class Corridor:
 
     def action_space(self, params):
         return Discrete(2)
+
+    def render(self, state, params):  # optional: a frame for `jaxppo eval --gif`
+        cells = jnp.full((self.length, 3), 230, jnp.uint8).at[-1].set(jnp.uint8([60, 180, 75]))
+        cells = cells.at[state.pos].set(jnp.uint8([0, 90, 200]))  # you, in blue; the goal, green
+        return jnp.repeat(jnp.repeat(cells[None], 24, axis=0), 24, axis=1)  # [24, 24 * length, 3]
 
 
 if __name__ == "__main__":

@@ -47,6 +47,22 @@ class Poison(Explode):
     def observation_space(self, params):
         return Box(-1e31, 1e31, (1,))
 
+
+class Endless:
+    """Reward 1 per step, forever: no termination and no time limit, so no episode ever ends
+    in training, and evaluation can only stop at its step cap."""
+
+    default_params = None
+
+    def reset_env(self, key, params):
+        return jax.numpy.zeros((1,)), jax.numpy.int32(0)
+
+    def step_env(self, key, state, action, params):
+        return jax.numpy.zeros((1,)), state + 1, jax.numpy.float32(1.0), jax.numpy.bool_(False), {}
+
+    def observation_space(self, params):
+        return Box(-1.0, 1.0, (1,))
+
     def action_space(self, params):
         return Discrete(2)
 
@@ -61,6 +77,7 @@ class NoAction(Poison):
 for _what in ("obs", "reward", "huge"):
     register_env(f"test/Poison-{_what}-v0", functools.partial(Poison, _what))
 register_env("test/NoAction-v0", functools.partial(NoAction, "mask"))
+register_env("test/Endless-v0", Endless)
 
 
 @pytest.fixture(scope="session")

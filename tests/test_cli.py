@@ -1,7 +1,9 @@
 """CLI smoke runs, the run directory contract, live progress, resume and bad checkpoints."""
 
+import contextlib
 import csv
 import glob
+import io
 import json
 import os
 import signal
@@ -12,9 +14,11 @@ import jax
 import numpy as np
 import pytest
 
+import jaxppo.cli as cli
 from jaxppo import load_checkpoint
 from jaxppo.cli import main
 from jaxppo.logger import read_metrics_csv
+from jaxppo.policy import EvalResult, evaluate
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -269,3 +273,75 @@ def test_every_config_field_has_a_docstring_for_the_reference():
 
     ref = config_reference()
     assert [r[0] for r in ref] == list(FIELDS) and all(r[3] for r in ref)
+
+
+@pytest.fixture(scope="module")
+def endless(tmp_path_factory):
+    """A run on test/Endless-v0, whose episodes never end (no termination, no time limit):
+    `(run dir, what the CLI printed)`."""
+    tmp = tmp_path_factory.mktemp("endless")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["train", "--config", CARTPOLE, *TINY, "--set", "env_id=test/Endless-v0",
+                     "--set", "total_timesteps=256", "--logdir", str(tmp), "--run-name", "e",
+                     "--checkpoint-every", "2"])
+    assert code == 0
+    return os.path.join(str(tmp), "e"), out.getvalue()
+
+
+def test_a_run_in_which_no_episode_ends_reports_no_return(endless):
+    """No episode ends: no return is "none"/null, never 0.0, in the progress lines, the last
+    line, summary.json, metrics.csv and the checkpoint's account."""
+    run, out = endless
+    assert "final return: none (no episode ended in 256 steps)" in out, out
+    progress = [line for line in out.splitlines() if line.startswith("[")]
+    assert progress and all("mean return none" in line for line in progress), progress
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    assert summary["final_return"] == [None] and summary["final_return_mean"] is None
+    assert summary["final_return_std"] is None and summary["runs_without_return"] == 1
+    assert summary["episodes_per_run"] == [0.0]
+    assert np.isnan(read_metrics_csv(run)["episodic_return"]).all()  # empty cells
+    stats = load_checkpoint(run).extra["stats"]
+    assert stats["final_return"] == [None]
+
+
+def test_eval_marks_episodes_cut_off_at_the_step_cap(endless, capsys):
+    """Endless episodes run into the evaluation's 1000-step cap: cut off, not returns."""
+    run, _ = endless
+    assert main(["eval", run, "--episodes", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "return none (all 2 episodes cut off)" in out, out
+    notes = [line for line in err.splitlines() if "cut off" in line]
+    assert len(notes) == 1 and "cap of 1000 steps" in notes[0] and "max_episode_steps" in notes[0]
+    data = json.load(open(os.path.join(run, "eval.json")))
+    assert data["max_steps"] == 1000 and data["cut_off"] == [[True, True]]
+    assert data["cut_off_per_run"] == [2] and data["mean_per_run"] == [None]
+    assert data["lengths"] == [[1000, 1000]]
+    res = evaluate(run, 2)
+    assert res.cut_off.all() and res.max_steps == 1000 and res.mean_per_run() == [None]
+
+
+def test_eval_gif_of_an_env_without_renderer_is_one_line_and_the_evaluation_stands(
+        endless, tmp_path, capsys):
+    run, _ = endless
+    gif = tmp_path / "e.gif"
+    assert main(["eval", run, "--episodes", "1", "--gif", str(gif), "--no-json"]) == 0
+    out, err = capsys.readouterr()
+    assert "return none" in out and not gif.exists()
+    lines = [line for line in err.splitlines() if "renderer" in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("jaxppo eval: --gif: no renderer for test/Endless-v0: ")
+    assert "render(state, params)" in lines[0]
+
+
+def test_eval_means_are_over_completed_episodes():
+    res = EvalResult(np.array([[10.0, 500.0, 20.0], [7.0, 9.0, 11.0]]), np.array([[10, 1000, 20],
+                     [7, 9, 11]]), "x", 3, 0, True, np.array([[False, True, False], [False] * 3]),
+                     1000)
+    assert res.mean_per_run() == [15.0, 9.0]
+    d = res.to_dict()
+    assert d["cut_off_per_run"] == [1, 0] and d["cut_off"][0] == [False, True, False]
+    assert cli._eval_return(res.returns, res.completed) == (
+        "11.40 ± 4.50 over 5 completed episodes (1 of 6 cut off)")
+    assert cli._eval_return(res.returns[0], res.completed[0], per_seed=True) == (
+        "15.00 ± 5.00 (1 of 3 cut off)")

@@ -228,7 +228,7 @@ def test_cartpole_balance_learns_on_cpu():
     train = jax.jit(make_train(config)).lower(jax.random.key(0)).compile(
         compiler_options={"xla_backend_optimization_level": 1})
     returns = np.stack([np.asarray(train(jax.random.key(s)).metrics["episodic_return"])
-                        for s in range(4)])  # [seed, update]; 0 until an episode has ended
+                        for s in range(4)])  # [seed, update]; NaN until an episode has ended
     first = float(np.mean([r[r > 0][0] for r in returns]))  # the first episodes: ~untrained
     final = float(returns[:, -5:].mean())
     # The maximum is 200; random actions get ~114 and the first episodes ~105 (8 seeds: 97-116;

@@ -4,6 +4,7 @@ policies have the log-probs and entropies of their definitions."""
 
 import dataclasses
 import os
+import re
 import sys
 
 import jax
@@ -16,6 +17,7 @@ import jaxppo
 from jaxppo import ConfigError, Experiment, PPOConfig, make_train
 from jaxppo.cli import main
 from jaxppo.envs import MultiDiscrete, VecEnv, check_env_id, inspect_env
+from jaxppo.envs.probes import Constant
 from jaxppo.envs.spaces import Box, Discrete
 from jaxppo.networks import Categorical, MultiCategorical, mask_logits
 
@@ -170,6 +172,47 @@ def test_cli_trains_an_env_named_by_its_import_path(tmp_path, monkeypatch, capsy
     assert code == 0 and "scripts.corridor:Corridor" in out
     (run,) = os.listdir(tmp_path)
     assert os.path.exists(tmp_path / run / "checkpoint")
+    # Its render hook draws `jaxppo eval --gif`: one frame per step, the corridor's 8 cells.
+    gif = str(tmp_path / "corridor.gif")
+    assert main(["eval", str(tmp_path / run), "--episodes", "2", "--gif", gif]) == 0
+    from PIL import Image
+
+    img = Image.open(gif)
+    length = int(re.search(r"corridor\.gif \((\d+) steps\)", capsys.readouterr().out)[1])
+    assert img.n_frames == length and img.size == (8 * 24 * 2, 24 * 2 + 14)  # x2, a caption
+
+
+class _CannotDraw(Corridor):
+    def render(self, state, params):
+        raise NotImplementedError("no display on this machine")
+
+
+class _DrawnConstant(Constant):
+    def render(self, state, params):
+        return np.full((8, 8, 3), 200, np.uint8)
+
+
+class _DrawsFloats(Corridor):
+    def render(self, state, params):
+        return jnp.zeros((4, 4, 3))
+
+
+def test_a_render_hook_that_cannot_draw_is_no_renderer_and_a_bad_frame_is_named(tmp_path):
+    from jaxppo.render import NoRenderer, render_gif
+
+    config = PPOConfig(env_id="custom/Corridor", total_timesteps=256, **CONFIG)
+    ts = make_train(config, env=Corridor()).init(jax.random.key(0)).train_state
+    with pytest.raises(NoRenderer, match="^no renderer for custom/Corridor: no display on"):
+        render_gif(config, ts, jax.random.key(0), str(tmp_path / "a.gif"), env=_CannotDraw())
+    with pytest.raises(RuntimeError, match=r"returned float32 \(4, 4, 3\); it must return one "
+                                           r"frame, uint8 \[H, W, 3\]"):
+        render_gif(config, ts, jax.random.key(0), str(tmp_path / "b.gif"), env=_DrawsFloats())
+    assert render_gif(config, ts, jax.random.key(0), str(tmp_path / "c.gif"), env=Corridor()) > 0
+    # A gymnax Environment subclass's own hook is used too (gymnax's envs keep its Visualizer).
+    config = PPOConfig(env_id="custom/Constant", total_timesteps=256, **CONFIG)
+    ts = make_train(config, env=_DrawnConstant()).init(jax.random.key(0)).train_state
+    assert render_gif(config, ts, jax.random.key(0), str(tmp_path / "d.gif"),
+                      env=_DrawnConstant()) == 1
 
 
 def test_experiment_with_an_instance_resumes_and_loads_its_policy(tmp_path):

@@ -1,6 +1,7 @@
 """The Python run API, without argparse: callbacks, stopping, exceptions, signals, divergence,
 resume, no-files runs, sweeps, and the CLI's eval agreeing with `jaxppo.evaluate`."""
 
+import csv
 import dataclasses
 import json
 import os
@@ -17,9 +18,10 @@ import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import main
-from jaxppo.experiment import rank_settings
+from jaxppo.experiment import SweepResult, rank_settings
 from jaxppo.keys import to_host
 from jaxppo.logger import read_metrics_csv
+from jaxppo.stats import RunStats
 
 # 24 updates of 4 envs x 16 steps; chunks of 6 updates: 4 chunks.
 CONFIG = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
@@ -227,6 +229,56 @@ def test_ties_rank_in_grid_order():
     rows = rank_settings([{"lr": 1.0}, {"lr": 2.0}, {"lr": 3.0}], np.array([5.0, 7.0, 7.0]),
                          np.zeros(3, bool), seeds=1)
     assert [r["setting"]["lr"] for r in rows] == [2.0, 3.0, 1.0]
+
+
+def test_a_setting_without_any_return_ranks_last_and_shows_none():
+    """NaN is a seed in which no episode ended: a setting's mean is over the seeds that have
+    a return, and one with none at all ranks last, its mean None ("none" in the table)."""
+    final = np.array([np.nan, np.nan, 1.0, np.nan, 0.0, 0.5])
+    rows = rank_settings([{"lr": 1.0}, {"lr": 2.0}, {"lr": 3.0}], final, np.zeros(6, bool), 2)
+    assert [r["setting"]["lr"] for r in rows] == [2.0, 3.0, 1.0]
+    assert rows[0]["final_return_mean"] == 1.0 and rows[0]["seeds_without_return"] == 1
+    assert rows[2]["final_return_mean"] is None and rows[2]["final_return_std"] is None
+    table = SweepResult(rows, None, None).table().splitlines()
+    assert "none" in table[3] and "no episode ended: 2/2 seeds" in table[3]
+    assert "no episode ended: 1/2 seeds" in table[1]
+
+
+def test_a_sweep_without_episodes_writes_none_not_zero(tmp_path):
+    config = dataclasses.replace(CONFIG, env_id="test/Endless-v0", total_timesteps=128)
+    out = jaxppo.sweep(config, {"lr": [1e-3, 3e-4]}, seeds=1, logdir=str(tmp_path),
+                       run_name="s", progress=False, tensorboard=False)
+    assert [r["final_return_mean"] for r in out.rows] == [None, None]
+    assert all(line.split()[2] == "none" for line in out.table().splitlines()[1:])
+    with open(os.path.join(out.run_dir, "sweep.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["final_return_mean"], r["final_return_std"]) for r in rows] == [("", "")] * 2
+
+
+def test_no_return_round_trips_through_checkpoints_and_old_accounts_load(tmp_path):
+    """A run in which no episode ends: NaN in `RunResult.final_return`, null in summary.json
+    and in the checkpoint's account, still so after a resume; StopAtReturn does not fire on
+    it. An account saved before (0.0 for a run without episodes) loads as NaN."""
+    config = dataclasses.replace(CONFIG, env_id="test/Endless-v0", total_timesteps=768)
+    result = experiment(tmp_path, config=config, seeds=1,
+                        callbacks=[jaxppo.StopAtReturn(-1e9), lambda e: e.update < 6]).run()
+    assert result.status == "stopped" and result.update == 6  # not by StopAtReturn at NaN
+    assert np.isnan(result.final_return).all()
+    run = os.path.join(str(tmp_path), "run")
+    assert load_checkpoint(run).extra["stats"]["final_return"] == [None]
+    resumed = Experiment.resume(run, progress=False)
+    assert resumed.update == 12 and np.isnan(resumed.final_return).all()
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    assert summary["final_return"] == [None] and summary["final_return_mean"] is None
+    assert summary["runs_without_return"] == 1
+    old = {"update": 3, "episodes": [0.0, 4.0], "final_return": [0.0, 2.5], "wall_s": 1.0,
+           "run_s": 0.5, "steps_timed": 10}
+    stats = RunStats.from_dict(old, "CartPole-v1", 2, 64)
+    np.testing.assert_array_equal(stats.final_return, [np.nan, 2.5])
+    again = json.loads(json.dumps(stats.to_dict(1.0)))
+    assert again["final_return"] == [None, 2.5]
+    np.testing.assert_array_equal(RunStats.from_dict(again, "CartPole-v1", 2, 64).final_return,
+                                  [np.nan, 2.5])
 
 
 def test_static_fields_cannot_be_swept_in_one_compile():

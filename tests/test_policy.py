@@ -100,7 +100,7 @@ def test_evaluate_is_one_compile_and_equals_per_run_evaluation(cartpole, monkeyp
         "CartPole-v1", config.num_updates, 7, True)
     assert again.seed == 8
     for r in range(RUNS):
-        ret, length = ev.evaluate(config, run_ts(train_states, r), jax.random.key(7), 3)
+        ret, length, _ = ev.evaluate(config, run_ts(train_states, r), jax.random.key(7), 3)
         np.testing.assert_array_equal(first.returns[r], ret)
         np.testing.assert_array_equal(first.lengths[r], length)
     # CartPole pays 1 per step.
@@ -141,6 +141,7 @@ def test_evaluate_writes_json(cartpole, tmp_path):
     np.testing.assert_array_equal(data["returns"], result.returns)
     np.testing.assert_array_equal(data["lengths"], result.lengths)
     np.testing.assert_allclose(data["mean_per_run"], result.returns.mean(axis=1))
+    assert data["max_steps"] == 500 and data["cut_off_per_run"] == [0] * RUNS  # CartPole's limit
     assert len(data["returns"]) == RUNS
     with pytest.raises(UsageError, match="cannot write evaluation JSON to .*does not exist"):
         evaluate(run, 2, out=tmp_path / "missing" / "eval.json")
@@ -168,3 +169,54 @@ def test_gif_to_an_unwritable_path_fails_before_playing(cartpole, tmp_path, monk
         rd.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(gif))
     with pytest.raises(UsageError, match="it is a directory"):
         rd.render_gif(config, run_ts(train_states, 0), jax.random.key(0), str(tmp_path))
+
+
+def _saved(tmp_path, config, edit=lambda ts: ts):
+    """An untrained run of `config` (its initial state, `edit`ed), saved as a checkpoint."""
+    runner = jax.vmap(make_train(config).init)(jax.random.split(jax.random.key(0), 1))
+    runner = runner._replace(train_state=edit(runner.train_state))
+    save_checkpoint(str(tmp_path), runner, config, 0, 1)
+    return load_policy(tmp_path)
+
+
+def test_continuous_actions_are_clipped_to_the_space_unless_asked_not_to(tmp_path):
+    """Pendulum's torque is Box(-2, 2); a policy head whose mean is ~5 acts 2.0 (as the env was
+    stepped), and clip=False gives the raw mean. Samples are clipped too."""
+    config = PPOConfig(env_id="Pendulum-v1", num_envs=2, num_steps=8, num_minibatches=1,
+                       total_timesteps=16, hidden_sizes=(8,))
+
+    def push(ts):
+        head = ts.params["params"]["actor"]["Dense_1"]
+        head = {**head, "bias": head["bias"] + 5.0}
+        actor = {**ts.params["params"]["actor"], "Dense_1": head}
+        return ts._replace(params={"params": {**ts.params["params"], "actor": actor}})
+
+    policy = _saved(tmp_path, config, push)
+    obs = jnp.array([[0.9, 0.1, -1.0], [-0.2, 0.7, 3.0]])
+    raw = policy.act(obs, clip=False)
+    assert (raw > 4.0).all()
+    np.testing.assert_array_equal(policy.act(obs), np.full((2, 1), 2.0))
+    assert policy.act(obs[0]).shape == (1,) and float(policy.act(obs[0])[0]) == 2.0
+    sample = policy.act(obs, jax.random.key(0), deterministic=False)
+    assert (np.abs(sample) <= 2.0).all()
+    assert (np.abs(policy.act(obs, jax.random.key(0), deterministic=False, clip=False)) > 2.0).any()
+
+
+def test_a_recurrent_state_of_the_wrong_shape_is_one_line(tmp_path):
+    config = PPOConfig(env_id="probe/Memory-v0", network="gru", rnn_size=8, hidden_sizes=(8,),
+                       num_envs=2, num_steps=4, num_minibatches=1, total_timesteps=8)
+    policy = _saved(tmp_path, config)
+    obs1 = np.zeros(ev.VecEnv.from_config(config, 1).obs_shape, np.float32)
+    action, state = policy.act(obs1, state=policy.initial_state())  # the right shape works
+    assert state.shape == (8,)
+    for bad, batch in ((policy.initial_state(3), None), (policy.initial_state(), 3),
+                       (jnp.zeros((5,)), None), ("h", None)):
+        obs = obs1 if batch is None else np.stack([obs1] * batch)
+        with pytest.raises(UsageError) as e:
+            policy.act(obs, state=bad)
+        msg = str(e.value)
+        assert "\n" not in msg and "has shape" in msg and "initial_state(" in msg, msg
+    with pytest.raises(UsageError, match=r"for one observation has shape \(8,\)"):
+        policy.act(obs1, state=jnp.zeros((5,)))
+    with pytest.raises(UsageError, match=r"for a batch of 3 has shape \(3, 8\)"):
+        policy.act(np.stack([obs1] * 3), state=policy.initial_state())

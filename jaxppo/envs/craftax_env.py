@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import re
 import sys
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -154,6 +156,22 @@ class CraftaxEnv:
         unlocked = state.achievements.astype(jnp.float32)
         return {"num_achievements": unlocked.sum(),
                 **{f"achievements/{n}": unlocked[i] for i, n in enumerate(CLASSIC_ACHIEVEMENTS)}}
+
+    def render(self, state, params) -> np.ndarray:
+        """One frame (uint8 [H, W, 3]) for `jaxppo eval --gif`: Craftax's own pixel renderer
+        (the agent's view and inventory; its textures are built once, cached by Craftax)."""
+        return np.asarray(self._draw(state))
+
+    @functools.cached_property
+    def _draw(self):
+        classic = "Classic" in self.name
+        renderer = importlib.import_module(
+            "craftax.craftax_classic.renderer" if classic else "craftax.craftax.renderer")
+        constants = importlib.import_module(
+            "craftax.craftax_classic.constants" if classic else "craftax.craftax.constants")
+        with contextlib.redirect_stdout(sys.stderr):  # "Loading Craftax textures ..."
+            draw = renderer.make_craftax_pixel_renderer(constants.BLOCK_PIXEL_SIZE_IMG)
+        return jax.jit(lambda s: jnp.clip(draw(s), 0, 255).astype(jnp.uint8))
 
     def observation_space(self, params) -> Box:
         return Box(0.0, 1.0, tuple(int(s) for s in self.inner.observation_space(params).shape))

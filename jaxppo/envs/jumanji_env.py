@@ -302,6 +302,21 @@ class JumanjiEnv:
     def episode_metrics(self, state: JumanjiState, params: Any = None) -> dict[str, jax.Array]:
         return dict(state.metrics)
 
+    def render(self, state: JumanjiState, params: Any = None) -> np.ndarray:
+        """One frame (uint8 [H, W, 3]) for `jaxppo eval --gif`: Jumanji's own matplotlib
+        viewer, its figure read back as an array (the viewer's `rgb_array` mode) instead of
+        shown in a window."""
+        viewer = next((v for v in (getattr(self.suite_env, n, None) for n in
+                                   ("_viewer", "_env_viewer", "viewer"))
+                       if hasattr(v, "_display_rgb_array")), None)
+        if viewer is None:
+            raise NotImplementedError(f"Jumanji's {self.env_id} has no matplotlib viewer")
+        viewer._display = viewer._display_rgb_array  # noqa: SLF001 - its rgb_array mode
+        frame = viewer.render(self.suite_state(state))
+        if frame is None:
+            raise NotImplementedError(f"Jumanji's viewer for {self.env_id} returns no frame")
+        return np.asarray(frame)[..., :3]
+
     def observation_space(self, params: Any = None) -> Any:
         """Only plain-array observations are checked against this (pytrees use `obs_field`)."""
         obs = jax.eval_shape(self.suite_env.reset, jax.random.key(0))[1].observation

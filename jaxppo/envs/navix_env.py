@@ -18,6 +18,7 @@ Navix is an optional dependency (`pip install 'jaxppo[navix]'`), imported only f
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -134,6 +135,22 @@ class NavixEnv:
     def episode_metrics(self, state: Any, params: Any = None) -> dict[str, jax.Array]:
         """`goal_reached`: the fraction of episodes that ended on the goal (navix's event)."""
         return {"goal_reached": state.state.events.goal_reached.happened.astype(jnp.float32)}
+
+    def render(self, state: Any, params: Any = None) -> np.ndarray:
+        """One frame (uint8 [H, W, 3]) for `jaxppo eval --gif`: navix's own RGB view of the
+        whole grid (`observations.rgb`), its tile cache drawn afresh (the adapter's reset may
+        have left it out)."""
+        return np.asarray(self._draw(state))
+
+    @functools.cached_property
+    def _draw(self):
+        from navix.observations import rgb
+        from navix.rendering.cache import RenderingCache
+
+        def draw(timestep):
+            s = timestep.state
+            return rgb(s.replace(cache=RenderingCache.init(s.grid)))
+        return jax.jit(draw)
 
     def observation_space(self, params: Any = None) -> Box:
         high = 255 if self.obs_dtype == jnp.uint8 else np.inf

@@ -22,6 +22,8 @@ use, and jaxppo never downloads at run time. Playground is an optional dependenc
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 from typing import Any
@@ -203,6 +205,19 @@ class PlaygroundEnv:
             self.action_high = np.ones(self.action_size, np.float32)
         obs = jax.eval_shape(env.reset, jax.random.key(0)).obs
         self.obs_shape = tuple(obs.shape) if hasattr(obs, "shape") else None
+
+    def render(self, state: PlaygroundState, params: Any = None) -> np.ndarray:
+        """One frame (uint8 [H, W, 3]) for `jaxppo eval --gif`: Playground's MuJoCo renderer,
+        which needs an OpenGL context (headless: MUJOCO_GL=egl on a GPU, or osmesa)."""
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):  # a progress bar per frame
+                frames = self.playground_env.render([state.playground], height=240, width=320)
+        except Exception as e:  # noqa: BLE001 - no GL context: say so, the evaluation stands
+            why = str(e).strip().split(",")[0]
+            raise NotImplementedError(
+                f"MuJoCo cannot draw here ({type(e).__name__}: {why}); it needs OpenGL: set "
+                "MUJOCO_GL=egl (EGL: a GPU, or Mesa's) or MUJOCO_GL=osmesa") from None
+        return np.asarray(frames[0])
 
     def reset_env(self, key: jax.Array, params: Any = None):
         state = self.playground_env.reset(key)

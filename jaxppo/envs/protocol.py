@@ -17,6 +17,8 @@ value is 0). Optional, found by name:
     env.max_episode_steps: int      jaxppo truncates (and bootstraps) after this many steps
     env.expensive_reset: bool       reset only on steps where an episode ended (physics resets)
     env.default_obs_field: str      the `obs_field` used when the config sets none
+    env.render(state, params) -> uint8 [H, W, 3]   one frame for `jaxppo eval --gif` (on the
+                                    host, one unbatched state; NotImplementedError: cannot draw)
 
 Any gymnax `Environment` subclass satisfies this unchanged. Every other source (Brax, MuJoCo
 Playground, Craftax, Jumanji, Navix, XLand-MiniGrid) is an adapter to it in its own module.

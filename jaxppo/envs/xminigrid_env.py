@@ -118,6 +118,11 @@ class XMiniGridEnv:
         done_well = (state.step_type == LAST) & (state.discount == 0.0) & (state.reward > 0.0)
         return {"success": done_well.astype(jnp.float32)}
 
+    def render(self, state: Any, params: Any) -> np.ndarray:
+        """One frame (uint8 [H, W, 3]) for `jaxppo eval --gif`: XLand-MiniGrid's own RGB
+        renderer, whatever `render_mode` the params name."""
+        return np.asarray(self.env.render(params.replace(render_mode="rgb_array"), state))
+
     def observation_space(self, params: Any) -> Box:
         return Box(0, 255, tuple(int(s) for s in self.env.observation_shape(params)), np.uint8)
 
