@@ -42,7 +42,7 @@ CURVE_POINTS = 100  # points per sample-efficiency curve (each one is a bootstra
 PROFILE_POINTS = 101  # thresholds tau of a performance profile
 STAT_NAMES = ("mean", "median", "iqm", "optimality_gap")
 FILES = ("report.json", "aggregate.png", "curves.png", "profile.png")
-SOURCES = {"eval.json": "each seed's mean return over the completed episodes of `jaxppo eval`",
+SOURCES = {"eval.json": "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
            "summary.json": "each seed's final training return (its latest episodes; no "
                            "eval.json)",
            "metrics.csv": "each seed's latest training return in metrics.csv (no eval.json or "
@@ -67,27 +67,33 @@ def optimality_gap(scores: np.ndarray, gamma: float) -> np.ndarray:
     return np.maximum(0.0, gamma - np.asarray(scores, float)).mean(axis=-1)
 
 
-def aggregate(scores: np.ndarray, gamma: float | None) -> dict[str, np.ndarray]:
-    """The four statistics of [..., N] scores (no optimality gap without `gamma`)."""
-    x = np.asarray(scores, float)
-    out = {"mean": x.mean(axis=-1), "median": np.median(x, axis=-1), "iqm": iqm(x)}
+def aggregate(parts: Sequence[np.ndarray], gamma: float | None) -> dict[str, np.ndarray]:
+    """The four statistics of scores split into parts (runs or settings, each [..., N_g]), as
+    rliable defines them over tasks: IQM and optimality gap pool every seed; mean and median
+    are over the parts' means (each part weighs the same). Of one part, the median is its
+    seeds' median (rliable's median of one task's mean would only repeat the mean)."""
+    parts = [np.asarray(p, float) for p in parts]
+    pooled = np.concatenate(parts, axis=-1)
+    means = np.stack([p.mean(axis=-1) for p in parts], axis=-1)
+    out = {"mean": means.mean(axis=-1),
+           "median": np.median(parts[0] if len(parts) == 1 else means, axis=-1),
+           "iqm": iqm(pooled)}
     if gamma is not None:
-        out["optimality_gap"] = optimality_gap(x, gamma)
+        out["optimality_gap"] = optimality_gap(pooled, gamma)
     return out
 
 
 def stratified_resamples(groups: Sequence[np.ndarray], reps: int,
-                         rng: np.random.Generator) -> np.ndarray:
-    """[reps, sum of N_g]: each group's N_g seeds drawn with replacement, independently per
-    group (the strata), then joined. rliable's StratifiedBootstrap over runs, per task."""
-    parts = [np.asarray(g, float)[rng.integers(0, len(g), (reps, len(g)))] for g in groups]
-    return np.concatenate(parts, axis=1)
+                         rng: np.random.Generator) -> list[np.ndarray]:
+    """[reps, N_g] per group: each group's N_g seeds drawn with replacement, independently per
+    group (the strata): rliable's StratifiedBootstrap over runs, per task."""
+    return [np.asarray(g, float)[rng.integers(0, len(g), (reps, len(g)))] for g in groups]
 
 
 def percentile_interval(samples: np.ndarray, ci: float = CI) -> np.ndarray:
     """[2, ...]: the percentile interval of bootstrap `samples` [reps, ...] (arch's
     'percentile' method, which rliable uses: numpy's linear-interpolated percentiles)."""
-    tail = 100 * (1 - ci) / 2
+    tail = round(100 * (1 - ci) / 2, 9)  # 2.5, not 2.5000000000000022
     return np.percentile(samples, [tail, 100 - tail], axis=0)
 
 
@@ -96,7 +102,7 @@ def interval_estimates(groups: Sequence[np.ndarray], gamma: float | None, reps: 
     """Every statistic of the joined `groups` (each a 1-D array of finite scores) with its
     stratified-bootstrap interval: {name: {"value", "ci": [low, high] or None}}. A single seed
     per group has no interval (every resample is the same: a zero width that says nothing)."""
-    point = aggregate(np.concatenate(groups), gamma)
+    point = aggregate(groups, gamma)
     boot = aggregate(stratified_resamples(groups, reps, rng), gamma)
     spread = max(len(g) for g in groups) > 1
     return {k: {"value": float(v),
@@ -109,7 +115,7 @@ def profile(groups: Sequence[np.ndarray], taus: np.ndarray, reps: int,
     """A performance profile: the fraction of seeds scoring above each tau ([T]), with its
     stratified-bootstrap band (rliable's `run_score_distribution`)."""
     point = _fraction_above(np.concatenate(groups)[None], taus)[0]
-    boot = _fraction_above(stratified_resamples(groups, reps, rng), taus)
+    boot = _fraction_above(np.concatenate(stratified_resamples(groups, reps, rng), axis=1), taus)
     low, high = percentile_interval(boot)
     return {"fraction": point.tolist(), "ci_low": low.tolist(), "ci_high": high.tolist()}
 
@@ -209,7 +215,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                          "run to rebuild it")
     env_id = _env_id(run_dir, summary)
     metrics_path = os.path.join(run_dir, "metrics.csv")
-    metrics = read_metrics_csv(run_dir) if os.path.exists(metrics_path) else {}
+    metrics = _read_metrics(run_dir) if os.path.exists(metrics_path) else {}
     if not os.path.exists(metrics_path):
         notes.append(f"{run_dir}: no metrics.csv, so no sample-efficiency curve")
     curve = _latest(metrics["episodic_return"]) if metrics else None
@@ -265,6 +271,19 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         groups.append(Group(setting_label(s), run_dir, env_id, dict(s), runs, scores[runs], used,
                             steps, None if curve is None else curve[runs]))
     return groups, notes
+
+
+def _read_metrics(run_dir: str) -> dict[str, np.ndarray]:
+    """metrics.csv through the logger's reader; a damaged or unreadable file is one line."""
+    path = os.path.join(run_dir, "metrics.csv")
+    fix = ("move it away (e.g. to metrics.csv.damaged) to report this run without its "
+           "sample-efficiency curve")
+    try:
+        return read_metrics_csv(run_dir)
+    except UsageError as e:
+        raise UsageError(f"{e}; {fix}") from None
+    except OSError as e:
+        raise UsageError(f"cannot read '{path}' ({e.strerror}); {fix}") from None
 
 
 def _env_id(run_dir: str, summary: dict | None) -> str:
@@ -368,7 +387,7 @@ def _num(stats: dict, name: str, with_ci: bool = False) -> str:
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.2f}" if abs(x) >= 1 or x == 0 else f"{x:.3g}"
+    return f"{x:.4g}"
 
 
 def report(run_dirs: Sequence[str | os.PathLike] | str | os.PathLike,
@@ -398,7 +417,8 @@ def report(run_dirs: Sequence[str | os.PathLike] | str | os.PathLike,
     for d in run_dirs:
         key = os.path.realpath(d)
         if key in seen:
-            raise UsageError(f"'{d}' is given twice (as '{seen[key]}'); give each run once")
+            also = "" if seen[key] == d else f" (as '{seen[key]}')"
+            raise UsageError(f"'{d}' is given twice{also}; give each run once")
         seen[key] = d
     groups, notes = [], []
     for d in run_dirs:
@@ -479,8 +499,8 @@ def compute(groups: list[Group], *, reps: int, seed: int, normalize, gap_thresho
                "missing": int(sum(r["missing"] for r in rows)), "gap_threshold": agg_gamma,
                "stats": interval_estimates(finite, agg_gamma, reps, rng)}
         if len({len(f) for f in finite}) > 1:
-            notes.append("the groups have different numbers of seeds: across runs, each seed "
-                         "weighs the same")
+            notes.append("the runs have different numbers of seeds: across runs, IQM and "
+                         "optimality gap weigh each seed the same, mean and median each run")
     profiles = None
     if finite:
         pooled = np.concatenate(finite)
@@ -497,7 +517,9 @@ def compute(groups: list[Group], *, reps: int, seed: int, normalize, gap_thresho
                       else normalize),
         "reps": reps, "seed": seed, "ci": CI,
         "method": "stratified bootstrap over seeds (each run or setting a stratum), "
-                  "percentile intervals; IQM cuts int(N/4) seeds from each end",
+                  "percentile intervals; IQM cuts int(N/4) seeds from each end; across runs "
+                  "(rliable's definitions) IQM and optimality gap pool the seeds, mean and "
+                  "median are over the runs' means",
         "sources": {k: SOURCES[k] for k in sources},
         "groups": rows, "aggregate": agg, "curves": curves, "profiles": profiles,
         "notes": notes, "files": list(FILES),
@@ -520,7 +542,7 @@ def _curve(g: Group, normalize, reps: int, rng: np.random.Generator) -> dict:
             high.append(None)
             continue
         value.append(float(iqm(x)))
-        lo, hi = percentile_interval(iqm(stratified_resamples([x], reps, rng)))
+        lo, hi = percentile_interval(iqm(stratified_resamples([x], reps, rng)[0]))
         low.append(float(lo))
         high.append(float(hi))
     return {"label": g.label, "env_steps": g.curve_steps[cols].astype(int).tolist(),
