@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import time
 from collections.abc import Sequence
@@ -333,6 +334,12 @@ def _check_normalize(env_ids: list[str], normalize) -> None:
                          "with --normalize ENV=LOW,HIGH (Python: normalize={env: (low, high)}), "
                          "or --normalize raw to aggregate the raw returns anyway")
     if isinstance(normalize, dict):
+        for env, ref in normalize.items():
+            ok = (isinstance(ref, (tuple, list)) and len(ref) == 2
+                  and all(isinstance(v, numbers.Real) and math.isfinite(v) for v in ref))
+            if not ok or ref[0] == ref[1]:
+                raise UsageError(f"normalize[{env!r}] = {ref!r}: give (low, high), two different "
+                                 "finite returns that become 0 and 1")
         missing = [e for e in envs if e not in normalize]
         unused = [e for e in normalize if e not in envs]
         if missing or unused:
@@ -411,8 +418,13 @@ def report(run_dirs: Sequence[str | os.PathLike] | str | os.PathLike,
         raise UsageError("no run directory given; pass one or more (runs/<name>)")
     if source not in ("auto", "eval", "final"):
         raise UsageError(f"source={source!r}: choose auto, eval or final")
-    if not (isinstance(reps, int) and reps >= 1):
+    if not (isinstance(reps, numbers.Integral) and reps >= 1):
         raise UsageError(f"--reps {reps!r}: give a positive number of bootstrap resamples")
+    if not (isinstance(seed, numbers.Integral) and seed >= 0):
+        raise UsageError(f"--seed {seed!r}: the bootstrap seed is an integer >= 0")
+    if gap_threshold is not None and not math.isfinite(gap_threshold):
+        raise UsageError(f"--gap-threshold {gap_threshold!r}: give a finite number")
+    reps, seed = int(reps), int(seed)
     seen = {}
     for d in run_dirs:
         key = os.path.realpath(d)

@@ -227,6 +227,10 @@ def test_runs_of_different_envs_are_refused_without_normalize(tmp_path, capsys):
     one_line_exit_2(["report", a, b, "--normalize", "CartPole-v1=0,500"], capsys,
                     "has no reference for Acrobot-v1")
     one_line_exit_2(["report", a, "--normalize", "CartPole-v1=5"], capsys, "ENV=LOW,HIGH")
+    one_line_exit_2(["report", a, "--seed", "-1"], capsys, "--seed -1")
+    one_line_exit_2(["report", a, "--gap-threshold", "nan"], capsys, "finite number")
+    with pytest.raises(UsageError, match="two different finite returns"):
+        report(a, tmp_path / "x", normalize={"CartPole-v1": (1.0, 1.0)})
     assert sorted(os.listdir(tmp_path)) == before
     out = tmp_path / "norm"
     assert main(["report", a, b, "--normalize", "CartPole-v1=0,500", "--normalize",
