@@ -250,10 +250,18 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     else:
         raise UsageError(f"'{run_dir}' holds no eval.json, summary.json or metrics.csv; is it "
                          "a jaxppo run directory?")
-    if curve is not None and curve.shape[0] != len(scores):
-        raise UsageError(f"'{run_dir}': {used} holds {len(scores)} seed(s) but metrics.csv "
-                         f"{curve.shape[0]}; re-run jaxppo eval {run_dir}, or move the "
-                         "mismatched file away")
+    counts = {"metrics.csv": None if curve is None else curve.shape[0],
+              "summary.json": summary.get("num_runs") if summary else None}
+    for name, n in counts.items():
+        if isinstance(n, int) and n != len(scores):
+            fix = f"re-run jaxppo eval {run_dir}" if used == "eval.json" else \
+                "move the file that does not belong to this run away"
+            raise UsageError(f"'{run_dir}': {used} holds {len(scores)} seed(s) but {name} "
+                             f"{n}; {fix}")
+    diverged = summary.get("diverged_runs") if summary else None
+    if diverged:
+        notes.append(f"{run_dir}: run(s) {', '.join(map(str, diverged))} diverged (summary.json's "
+                     "diverged_runs); their scores are included as logged")
     settings = summary.get("settings") if summary else None
     if settings is None and os.path.exists(os.path.join(run_dir, "sweep.csv")):
         raise UsageError(f"'{run_dir}' is a sweep without its summary.json, which names each "

@@ -173,6 +173,19 @@ def test_a_stale_eval_json_is_noted(tmp_path):
     assert any("played at update 5; the run has since reached update 12" in n for n in notes)
 
 
+def test_an_eval_json_of_another_run_is_refused(tmp_path):
+    run = make_run(tmp_path / "a", final=(1.0, 2.0, 3.0, 4.0))
+    with open(os.path.join(run, "eval.json"), "w") as f:
+        json.dump({"env_id": "CartPole-v1", "update": 12, "returns": [[1.0], [2.0]]}, f)
+    with pytest.raises(UsageError, match="eval.json holds 2 seed.s. but metrics.csv 4; re-run"):
+        report(run, tmp_path / "out")
+    with open(os.path.join(run, "eval.json"), "w") as f:
+        json.dump({"env_id": "Acrobot-v1", "returns": [[1.0]] * 4}, f)
+    with pytest.raises(UsageError, match="evaluated Acrobot-v1, but the run trained on Cart"):
+        report(run, tmp_path / "out")
+    assert not os.path.exists(tmp_path / "out")
+
+
 def test_a_sweep_is_one_group_per_setting(tmp_path):
     settings = [{"lr": 0.001}, {"lr": 0.0003}]
     run = make_run(tmp_path / "sw", final=(1.0, 2.0, 5.0, 7.0), settings=settings)
