@@ -518,6 +518,9 @@ def compute(groups: list[Group], *, reps: int, seed: int, normalize, gap_thresho
                "seeds": int(sum(len(f) for f in finite)),
                "missing": int(sum(r["missing"] for r in rows)), "gap_threshold": agg_gamma,
                "stats": interval_estimates(finite, agg_gamma, reps, rng)}
+        if agg_gamma is None and not no_gap:
+            notes.append("no optimality gap across runs: their envs' thresholds differ on raw "
+                         "returns; give --gap-threshold, or --normalize")
         if len({len(f) for f in finite}) > 1:
             notes.append("the runs have different numbers of seeds: across runs, IQM and "
                          "optimality gap weigh each seed the same, mean and median each run")
