@@ -29,6 +29,7 @@ from jaxppo.gae import compute_gae  # noqa: E402
 from jaxppo.logger import CsvLogger, TensorBoardLogger, WandbLogger  # noqa: E402
 from jaxppo.memory import MemoryEstimate, estimate_memory  # noqa: E402
 from jaxppo.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
+from jaxppo.report import Report, report  # noqa: E402
 from jaxppo.sharding import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
 from jaxppo.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 
@@ -48,6 +49,7 @@ __all__ = [
     "PPOConfig",
     "Policy",
     "Progress",
+    "Report",
     "RunInfo",
     "RunResult",
     "ShardedTrain",
@@ -71,6 +73,7 @@ __all__ = [
     "make_sharded_train",
     "make_train",
     "register_env",
+    "report",
     "sweep",
 ]
 __version__ = "0.1.0"

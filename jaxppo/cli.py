@@ -4,6 +4,7 @@
     jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
+    jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
     jaxppo config --list                                         (every config key)
 
 Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM, SIGHUP) saves a
@@ -42,6 +43,7 @@ from jaxppo.files import PipeSafe, check_writable
 from jaxppo.logger import WandbLogger
 from jaxppo.policy import evaluate, load_policy
 from jaxppo.render import NoRenderer, render_gif, render_html
+from jaxppo.report import parse_normalize, report
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -345,6 +347,15 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    rep = report(args.run_dirs, args.out, reps=args.reps, seed=args.seed,
+                 normalize=parse_normalize(args.normalize), gap_threshold=args.gap_threshold,
+                 source=args.source)
+    print(rep.table())
+    print(f"wrote {rep.out}/: {', '.join(rep.data['files'])}")
+    return 0
+
+
 def cmd_config(args) -> int:
     """Every config key with its type, default and meaning (`PPOConfig`'s field docstrings)."""
     if not (getattr(args, "list", False) or getattr(args, "help_config", False)):
@@ -453,6 +464,28 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,
                    help=argparse.SUPPRESS)
     e.set_defaults(func=cmd_eval)
+
+    r = sub.add_parser("report", help="mean, median, IQM and optimality gap with 95%% "
+                                      "bootstrap intervals over seeds; curves, profiles")
+    r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    r.add_argument("--out", default=None, metavar="DIR",
+                   help="where report.json and the PNGs go (default RUN_DIR/report for one "
+                        "run, else report__<time> beside the first)")
+    r.add_argument("--reps", type=positive_int("--reps"), default=2000,
+                   help="bootstrap resamples (default 2000)")
+    r.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    r.add_argument("--normalize", action="append", default=[], metavar="ENV=LOW,HIGH|raw",
+                   help="min-max reference returns per env (LOW -> 0, HIGH -> 1; repeatable), "
+                        "needed for runs of different envs; or raw")
+    r.add_argument("--gap-threshold", type=float, default=None, metavar="GAMMA",
+                   help="the optimality gap's threshold (default: the env's solve threshold, "
+                        "1 when normalised)")
+    r.add_argument("--source", choices=("auto", "eval", "final"), default="auto",
+                   help="scores from eval.json (auto: where present) or the final training "
+                        "return")
+    r.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)
+    r.set_defaults(func=cmd_report)
 
     k = sub.add_parser("config", help="the config keys: --list prints each with type, default "
                                       "and meaning")

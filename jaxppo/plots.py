@@ -1,4 +1,4 @@
-"""Plots written into run directories (matplotlib, headless Agg backend)."""
+"""Plots written into run directories and reports (matplotlib, headless Agg backend)."""
 
 from __future__ import annotations
 
@@ -93,3 +93,89 @@ def compare_figure(rows: list[dict], title: str) -> plt.Figure:
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+# `jaxppo report` (jaxppo/report.py): rliable's three figures, from report.json's numbers.
+STAT_TITLES = {"median": "Median", "iqm": "IQM", "mean": "Mean",
+               "optimality_gap": "Optimality gap"}
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+
+
+def plot_intervals(path: str, rows: list[dict], scale: str) -> None:
+    """One panel per statistic, one row per run (setting) and 'all runs': the point estimate
+    and its 95% interval (rows: report.json's groups, each with `label` and `stats`)."""
+    names = [k for k in STAT_TITLES if any(k in r["stats"] for r in rows)]
+    fig, axes = plt.subplots(1, max(len(names), 1), sharey=True,
+                             figsize=(2.8 * max(len(names), 1) + 2, 0.45 * len(rows) + 1.6),
+                             squeeze=False)
+    if not rows:
+        _empty(axes[0, 0], "no seed has a score")
+    y = np.arange(len(rows))
+    for ax, name in zip(axes[0], names, strict=False):
+        for i, r in enumerate(rows):
+            s = r["stats"].get(name)
+            if s is None or s["value"] is None:
+                continue
+            color = "k" if r["label"] == "all runs" else f"C{i % 10}"
+            if s["ci"]:
+                ax.barh(i, s["ci"][1] - s["ci"][0], left=s["ci"][0], height=0.6, color=color,
+                        alpha=0.35)
+            ax.plot([s["value"]] * 2, [i - 0.3, i + 0.3], color=color, lw=2)
+        ax.set_title(STAT_TITLES[name])
+        ax.set_xlabel(scale)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].set_yticks(y)
+    axes[0, 0].set_yticklabels([r["label"] for r in rows], fontsize=8)
+    axes[0, 0].invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_sample_efficiency(path: str, curves: list[dict], scale: str) -> None:
+    """IQM over seeds vs env steps with its 95% band, one line per run (setting)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if not curves:
+        _empty(ax, "no metrics.csv: no curve")
+    for i, c in enumerate(curves):
+        x = np.asarray(c["env_steps"], float)
+        line, = ax.plot(x, np.array(c["iqm"], float), lw=1.5, label=c["label"],
+                        color=f"C{i % 10}")
+        ax.fill_between(x, np.array(c["ci_low"], float), np.array(c["ci_high"], float),
+                        alpha=0.2, color=line.get_color())
+    if curves:
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(f"IQM {scale} (95% CI)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_profiles(path: str, profiles: dict | None, scale: str) -> None:
+    """Performance profiles: the fraction of seeds scoring above tau, with 95% bands."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if not profiles:
+        _empty(ax, "no seed has a score")
+    else:
+        tau = np.asarray(profiles["tau"], float)
+        lines = list(profiles["groups"].items())
+        if "all runs" in profiles:
+            lines.append(("all runs", profiles["all runs"]))
+        for i, (label, p) in enumerate(lines):
+            color = "k" if label == "all runs" else f"C{i % 10}"
+            ax.plot(tau, p["fraction"], lw=1.5, label=label, color=color)
+            ax.fill_between(tau, p["ci_low"], p["ci_high"], alpha=0.2, color=color)
+        ax.set_xlabel(f"{scale} τ")
+        ax.set_ylabel("fraction of seeds with score > τ")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -57,7 +57,7 @@ def jaxppo_lines() -> list[str]:
 def test_the_readme_shows_what_this_test_runs():
     lines = jaxppo_lines()
     assert len(lines) >= 10 and {line.split()[1] for line in lines} == {
-        "train", "sweep", "eval", "compare", "config"}
+        "train", "sweep", "eval", "compare", "config", "report"}
     assert any(c.startswith("tensorboard ") for c in bash_commands())
 
 

@@ -1,0 +1,290 @@
+"""`jaxppo report`: the statistics against hand-computed values (and rliable's own numbers),
+reading run directories (eval.json before summary.json, null returns as missing, sweeps), the
+refusals (different envs, a damaged metrics.csv: one line, exit 2, nothing written) and the CLI
+end to end. Fake run directories are written file by file: nothing here trains."""
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from jaxppo.cli import main
+from jaxppo.errors import UsageError
+from jaxppo.report import (
+    aggregate,
+    interval_estimates,
+    iqm,
+    optimality_gap,
+    percentile_interval,
+    profile,
+    read_run,
+    report,
+    stratified_resamples,
+)
+
+
+def make_run(path, env_id="CartPole-v1", final=(100.0, 200.0, 300.0, 400.0), updates=12,
+             settings=None, summary=True):
+    """A run directory as jaxppo writes it: config.yaml, metrics.csv (no episode ends in
+    updates 1-2 and in every 4th update), summary.json."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.yaml"), "w") as f:
+        f.write(f"env_id: {env_id}\nnum_envs: 4\nnum_steps: 16\n")
+    runs = len(final)
+    with open(os.path.join(path, "metrics.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["update", "run", "env_steps", "wall_s", "episodic_return", "episodes"])
+        for u in range(1, updates + 1):
+            for r in range(runs):
+                ended = u > 2 and u % 4
+                w.writerow([u, r, 64 * u, 0.1, f"{10 * u + r}" if ended else "", int(bool(ended))])
+    if summary:
+        s = {"env_id": env_id, "num_runs": runs, "final_return": list(final)}
+        if settings:
+            s |= {"settings": settings, "seeds": runs // len(settings)}
+        with open(os.path.join(path, "summary.json"), "w") as f:
+            json.dump(s, f)
+    return str(path)
+
+
+# --------------------------------------------------------------------------------------------
+# the statistics
+def test_iqm_by_hand():
+    # n=8: int(8/4) = 2 cut from each end; the outliers go.
+    assert iqm(np.array([100.0, -50, 1, 2, 3, 4, 5, 6])) == pytest.approx((2 + 3 + 4 + 5) / 4)
+    # n=10: N/4 = 2.5. rliable (scipy's trim_mean) cuts int(2.5) = 2 from each end and keeps 6
+    # whole scores: (0+1+2+4+8+16)/6. A fractional cut (half weights on 0 and 16) would give 4.6.
+    x = np.array([32.0, 0, 1000, 4, 0, 2, 16, 8, 1, 0])
+    assert iqm(x) == pytest.approx(31 / 6)
+    assert iqm(x) == pytest.approx(scipy.stats.trim_mean(x, 0.25))
+    assert iqm(np.array([1.0, 2.0, 9.0])) == pytest.approx(4.0)  # n < 4: nothing cut
+    # over the last axis, row by row (every bootstrap resample at once)
+    rows = np.array([[1.0, 2, 3, 4, 5, 6, 7, 80], [8.0, 7, 6, 5, 4, 3, 2, -100]])
+    assert iqm(rows) == pytest.approx([4.5, 4.5])
+
+
+def test_optimality_gap_by_hand():
+    # gamma 475: 375 short, 0 (at), 0 (above counts as 475), 175 short
+    assert optimality_gap(np.array([100.0, 475, 500, 300]), 475.0) == pytest.approx(550 / 4)
+    assert optimality_gap(np.array([2.0, 3.0]), 1.0) == 0.0
+
+
+def test_percentile_interval_and_a_bootstrap_interval_by_hand():
+    """The percentile interval is numpy's linear percentiles of the resamples; and for two
+    seeds [0, 1] a resample's mean is 0, 0.5 or 1 (1/4, 1/2, 1/4): its 95% interval is [0, 1]."""
+    assert percentile_interval(np.arange(101.0)).tolist() == [2.5, 97.5]
+    est = interval_estimates([np.array([0.0, 1.0])], 1.0, 2000, np.random.default_rng(0))
+    assert est["mean"] == {"value": 0.5, "ci": [0.0, 1.0]}
+    assert est["optimality_gap"] == {"value": 0.5, "ci": [0.0, 1.0]}
+
+
+def test_interval_estimates_match_rliable():
+    """rliable 1.2.0 (arch 7.2.0; its univariate models stubbed out, as they do not import
+    under the pinned pandas 3.1) was run once on this 6 seeds x 3 tasks matrix with
+    `get_interval_estimates(..., reps=100000)`: its mean, median (of the task means), IQM and
+    optimality gap (gamma 1) and intervals are below. The same cross-check on 10 x 3 normal
+    scores at 50,000 resamples, and of `create_performance_profile`, agreed to within 0.002."""
+    scores = np.array([[0.1, 0.9, 0.5], [0.4, 1.3, 0.2], [0.8, 0.7, 0.35], [0.0, 1.1, 0.6],
+                       [0.55, 0.95, 0.3], [0.3, 0.6, 0.45]])
+    rliable_point = {"mean": 0.56111, "median": 0.4, "iqm": 0.525, "optimality_gap": 0.46111}
+    rliable_ci = {"mean": [0.46111, 0.66389], "median": [0.31667, 0.58333],
+                  "iqm": [0.42, 0.64], "optimality_gap": [0.36944, 0.55]}
+    est = interval_estimates(list(scores.T), 1.0, 20000, np.random.default_rng(0))
+    for k in rliable_point:
+        assert est[k]["value"] == pytest.approx(rliable_point[k], abs=1e-5), k
+        assert est[k]["ci"] == pytest.approx(rliable_ci[k], abs=0.02), k
+
+
+def test_stratified_bootstrap_keeps_each_group_whole_and_is_reproducible():
+    a, b = np.zeros(3), np.ones(5)
+    parts = stratified_resamples([a, b], 50, np.random.default_rng(1))
+    assert [p.shape for p in parts] == [(50, 3), (50, 5)]
+    assert (parts[0] == 0).all() and (parts[1] == 1).all()  # a seed never crosses groups
+    x = np.random.default_rng(3).normal(size=16)
+    one = interval_estimates([x], 0.5, 500, np.random.default_rng(7))
+    assert one == interval_estimates([x], 0.5, 500, np.random.default_rng(7))
+    assert one != interval_estimates([x], 0.5, 500, np.random.default_rng(8))
+    for k, s in one.items():
+        assert s["ci"][0] <= s["value"] <= s["ci"][1], k
+
+
+def test_all_seeds_equal_give_a_zero_width_interval_and_one_seed_none():
+    est = interval_estimates([np.full(6, 500.0)], 475.0, 300, np.random.default_rng(0))
+    assert {k: s["ci"] for k, s in est.items()} == {
+        "mean": [500.0, 500.0], "median": [500.0, 500.0], "iqm": [500.0, 500.0],
+        "optimality_gap": [0.0, 0.0]}
+    single = interval_estimates([np.array([3.0])], None, 300, np.random.default_rng(0))
+    assert single["mean"] == {"value": 3.0, "ci": None} and "optimality_gap" not in single
+
+
+def test_across_runs_mean_and_median_weigh_runs_iqm_pools_seeds():
+    a, b, c = np.array([0.0, 0.0]), np.array([1.0, 1.0, 1.0, 1.0]), np.array([5.0, 7.0])
+    s = aggregate([a, b, c], None)
+    assert s["mean"] == pytest.approx((0 + 1 + 6) / 3) and s["median"] == pytest.approx(1.0)
+    assert s["iqm"] == pytest.approx(1.0)  # [0 0 1 1 1 1 5 7]: cut 2 each end
+
+
+def test_performance_profile_by_hand():
+    taus = np.array([0.0, 1.5, 10.0])
+    p = profile([np.array([1.0, 2.0, 3.0, 4.0])], taus, 200, np.random.default_rng(0))
+    assert p["fraction"] == [1.0, 0.75, 0.0]
+    assert p["ci_low"][0] == p["ci_high"][0] == 1.0 and p["ci_high"][2] == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# reading run directories
+def test_null_final_returns_are_missing_not_zero(tmp_path):
+    run = make_run(tmp_path / "a", final=(100.0, None, 300.0, None))
+    rep = report([run], tmp_path / "out", reps=200)
+    g = rep.data["groups"][0]
+    assert g["scores"] == [100.0, None, 300.0, None] and g["seeds"] == 2 and g["missing"] == 2
+    assert g["missing_runs"] == [1, 3] and g["source"] == "summary.json"
+    assert g["stats"]["mean"]["value"] == 200.0  # (100 + 300) / 2, not (100 + 300) / 4
+    assert "2 seed(s) with no finished episode (runs 1, 3)" in rep.table()
+    assert "2 (2 missing)" in rep.table()
+
+
+def test_eval_json_is_preferred_and_named(tmp_path):
+    run = make_run(tmp_path / "a", final=(1.0, 2.0))
+    with open(os.path.join(run, "eval.json"), "w") as f:  # today's format, and cut_off's
+        json.dump({"env_id": "CartPole-v1", "update": 12, "episodes": 2,
+                   "returns": [[10.0, 20.0], [30.0, 50.0]],
+                   "cut_off": [[False, True], [False, False]], "cut_off_per_run": [1, 0]}, f)
+    rep = report(run, tmp_path / "out", reps=200)
+    g = rep.data["groups"][0]
+    assert g["source"] == "eval.json" and g["raw_scores"] == [10.0, 40.0]  # cut-off left out
+    assert "eval.json: each seed's mean return" in rep.table()
+    assert any("1 eval episode(s) were cut off" in n for n in rep.data["notes"])
+    final = report(run, tmp_path / "out2", reps=200, source="final").data["groups"][0]
+    assert final["source"] == "summary.json" and final["raw_scores"] == [1.0, 2.0]
+    os.remove(os.path.join(run, "eval.json"))
+    with pytest.raises(UsageError, match="has no eval.json; run jaxppo eval"):
+        report(run, tmp_path / "out3", source="eval")
+
+
+def test_a_stale_eval_json_is_noted(tmp_path):
+    run = make_run(tmp_path / "a", final=(1.0, 2.0))
+    with open(os.path.join(run, "eval.json"), "w") as f:
+        json.dump({"env_id": "CartPole-v1", "update": 5, "returns": [[1.0], [2.0]]}, f)
+    notes = report(run, tmp_path / "out", reps=50).data["notes"]
+    assert any("played at update 5; the run has since reached update 12" in n for n in notes)
+
+
+def test_an_eval_json_of_another_run_is_refused(tmp_path):
+    run = make_run(tmp_path / "a", final=(1.0, 2.0, 3.0, 4.0))
+    with open(os.path.join(run, "eval.json"), "w") as f:
+        json.dump({"env_id": "CartPole-v1", "update": 12, "returns": [[1.0], [2.0]]}, f)
+    with pytest.raises(UsageError, match="eval.json holds 2 seed.s. but metrics.csv 4; re-run"):
+        report(run, tmp_path / "out")
+    with open(os.path.join(run, "eval.json"), "w") as f:
+        json.dump({"env_id": "Acrobot-v1", "returns": [[1.0]] * 4}, f)
+    with pytest.raises(UsageError, match="evaluated Acrobot-v1, but the run trained on Cart"):
+        report(run, tmp_path / "out")
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_sweep_is_one_group_per_setting(tmp_path):
+    settings = [{"lr": 0.001}, {"lr": 0.0003}]
+    run = make_run(tmp_path / "sw", final=(1.0, 2.0, 5.0, 7.0), settings=settings)
+    groups, _ = read_run(run)
+    assert [(g.label, g.runs, g.scores.tolist()) for g in groups] == [
+        ("lr=0.001", [0, 1], [1.0, 2.0]), ("lr=0.0003", [2, 3], [5.0, 7.0])]
+    rep = report(run, tmp_path / "out", reps=100)
+    assert rep.data["aggregate"]["stats"]["mean"]["value"] == pytest.approx(3.75)
+    os.remove(os.path.join(run, "summary.json"))
+    open(os.path.join(run, "sweep.csv"), "w").close()
+    with pytest.raises(UsageError, match="jaxppo sweep --resume"):
+        read_run(run)
+
+
+def test_without_summary_the_latest_return_in_metrics_csv_is_used(tmp_path):
+    run = make_run(tmp_path / "a", final=(0.0, 0.0), summary=False)
+    groups, notes = read_run(run)
+    # update 12 ended no episode: each seed's latest return is update 11's
+    assert groups[0].source == "metrics.csv" and groups[0].scores.tolist() == [110.0, 111.0]
+    assert "no summary.json" in notes[0]
+
+
+def test_curves_are_null_before_the_first_episode_not_zero(tmp_path):
+    run = make_run(tmp_path / "a", final=(1.0, 2.0, 3.0))
+    curve = report(run, tmp_path / "out", reps=100).data["curves"][0]
+    assert curve["env_steps"][:3] == [64, 128, 192]
+    assert curve["iqm"][:2] == [None, None] and curve["seeds"][:3] == [0, 0, 3]
+    assert curve["iqm"][2] == pytest.approx(31.0)  # update 3: returns 30, 31, 32
+    assert curve["iqm"][3] == curve["iqm"][2]  # update 4 ended none: the latest return holds
+
+
+# --------------------------------------------------------------------------------------------
+# the CLI: refusals and a whole report
+def one_line_exit_2(argv, capsys, *fragments):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("jaxppo report: error: "), err
+    assert "Traceback" not in err
+    for f in fragments:
+        assert f in err, err
+    return err
+
+
+def test_runs_of_different_envs_are_refused_without_normalize(tmp_path, capsys):
+    a = make_run(tmp_path / "a")
+    b = make_run(tmp_path / "b", env_id="Acrobot-v1", final=(-90.0, -100.0, -80.0, -120.0))
+    before = sorted(os.listdir(tmp_path))
+    one_line_exit_2(["report", a, b, "--out", str(tmp_path / "out")], capsys,
+                    "2 envs (Acrobot-v1, CartPole-v1)", "--normalize ENV=LOW,HIGH")
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written
+    one_line_exit_2(["report", a, b, "--normalize", "CartPole-v1=0,500"], capsys,
+                    "has no reference for Acrobot-v1")
+    one_line_exit_2(["report", a, "--normalize", "CartPole-v1=5"], capsys, "ENV=LOW,HIGH")
+    one_line_exit_2(["report", a, "--seed", "-1"], capsys, "--seed -1")
+    one_line_exit_2(["report", a, "--gap-threshold", "nan"], capsys, "finite number")
+    with pytest.raises(UsageError, match="two different finite returns"):
+        report(a, tmp_path / "x", normalize={"CartPole-v1": (1.0, 1.0)})
+    assert sorted(os.listdir(tmp_path)) == before
+    out = tmp_path / "norm"
+    assert main(["report", a, b, "--normalize", "CartPole-v1=0,500", "--normalize",
+                 "Acrobot-v1=-500,0", "--out", str(out), "--reps", "100"]) == 0
+    data = json.loads((out / "report.json").read_text())
+    assert data["groups"][0]["scores"] == [0.2, 0.4, 0.6, 0.8]
+    assert data["groups"][1]["scores"] == pytest.approx([0.82, 0.8, 0.84, 0.76])
+    assert data["aggregate"]["gap_threshold"] == 1.0  # normalised: gamma 1
+    assert main(["report", a, b, "--normalize", "raw", "--out", str(tmp_path / "raw"),
+                 "--reps", "100"]) == 0
+    capsys.readouterr()
+
+
+def test_a_damaged_metrics_csv_is_one_line(tmp_path, capsys):
+    run = make_run(tmp_path / "a")
+    with open(os.path.join(run, "metrics.csv"), "ab") as f:
+        f.write(b"13,0,832,\xff\xfe,1,1\n")
+    one_line_exit_2(["report", run], capsys, "metrics.csv", "not UTF-8")
+    assert not os.path.exists(os.path.join(run, "report"))
+
+
+def test_report_cli_end_to_end(tmp_path, capsys):
+    a = make_run(tmp_path / "a", final=(100.0, 200.0, 300.0, 400.0))
+    b = make_run(tmp_path / "b", final=(480.0, 500.0, None, 490.0),
+                 settings=None)
+    out = tmp_path / "rep"
+    assert main(["report", a, b, "--out", str(out), "--reps", "300", "--seed", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "IQM [95% CI]" in text and "opt. gap (γ=475)" in text and "all runs" in text
+    assert f"wrote {out}/: report.json, aggregate.png, curves.png, profile.png" in text
+    for name in ("aggregate.png", "curves.png", "profile.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = json.loads((out / "report.json").read_text())
+    assert [g["label"] for g in data["groups"]] == [os.path.normpath(a), os.path.normpath(b)]
+    assert data["groups"][0]["stats"]["iqm"]["value"] == 250.0
+    assert data["groups"][0]["stats"]["optimality_gap"]["value"] == pytest.approx(225.0)
+    assert data["aggregate"]["seeds"] == 7 and data["aggregate"]["missing"] == 1
+    assert len(data["profiles"]["tau"]) == 101 and len(data["curves"]) == 2
+    # the same seed, the same numbers
+    assert main(["report", a, b, "--out", str(tmp_path / "again"), "--reps", "300",
+                 "--seed", "3"]) == 0
+    assert json.loads((tmp_path / "again" / "report.json").read_text()) == data
+    one_line_exit_2(["report", a, a], capsys, "given twice")
+    one_line_exit_2(["report", str(tmp_path / "nope")], capsys, "is not a directory")
