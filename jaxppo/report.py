@@ -34,7 +34,7 @@ import yaml
 from jaxppo.callbacks import setting_label
 from jaxppo.errors import UsageError
 from jaxppo.files import write_atomic
-from jaxppo.logger import json_safe, read_metrics_csv
+from jaxppo.logger import forward_fill, json_safe, read_metrics_csv
 from jaxppo.plots import plot_intervals, plot_profiles, plot_sample_efficiency
 from jaxppo.stats import solve_threshold
 
@@ -193,17 +193,6 @@ def eval_scores(path: str) -> tuple[np.ndarray, dict]:
                     "env_id": data.get("env_id"), "cut_off": cut_total}
 
 
-def _latest(curve: np.ndarray) -> np.ndarray:
-    """[S, U] -> [S, U]: each seed's latest return so far (NaN before its first episode)."""
-    out = np.array(curve, float)
-    for row in out:
-        last = np.nan
-        for j, v in enumerate(row):
-            last = v if np.isfinite(v) else last
-            row[j] = last
-    return out
-
-
 def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]]:
     """A run directory's groups (one, or one per sweep setting) and notes on what was used."""
     if not os.path.isdir(run_dir):
@@ -219,7 +208,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     metrics = _read_metrics(run_dir) if os.path.exists(metrics_path) else {}
     if not os.path.exists(metrics_path):
         notes.append(f"{run_dir}: no metrics.csv, so no sample-efficiency curve")
-    curve = _latest(metrics["episodic_return"]) if metrics else None
+    curve = forward_fill(metrics["episodic_return"]) if metrics else None
     steps = metrics["env_steps"][0] if metrics else None
     eval_path = os.path.join(run_dir, "eval.json")
     if source == "eval" and not os.path.exists(eval_path):
