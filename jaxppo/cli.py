@@ -237,6 +237,8 @@ def _refuse_with_resume(args) -> None:
 
 
 def cmd_sweep(args) -> int:
+    if args.help_config:
+        return cmd_config(args)
     mesh = setup_devices(args)  # before any JAX computation
     if jax.process_count() > 1:
         raise UsageError("sweep runs in one process (use --devices to shard it over this "
@@ -392,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--logdir", default=None, help="parent of run directories (default runs)")
         sp.add_argument("--run-name", default=None, help="run directory name")
         sp.add_argument("--no-progress", action="store_true", help="no live progress output")
+        sp.add_argument("--help-config", action="store_true",
+                        help="list every config key (type, default, meaning) and exit")
         sp.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,
                         help="skip JAX's persistent compilation cache")
         sp.add_argument("--wandb", action="store_true",
@@ -412,8 +416,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
                    metavar="UPDATES", help="save a checkpoint every this many updates")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
-    t.add_argument("--help-config", action="store_true",
-                   help="list every config key (type, default, meaning) and exit")
     t.add_argument("--repair-log", action="store_true",
                    help="with --resume: keep a damaged metrics.csv's good rows and record the "
                         "updates it lost (they cannot be recreated) instead of refusing")

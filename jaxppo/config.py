@@ -383,10 +383,20 @@ _SUGGEST = {**{k.lower(): v for k, v in _OTHER_NAMES.items()}, **{k: k for k in 
             **{k: k for k in _DERIVED}}
 
 
+# Options of a run, not of the config: the CLI flag (and the Python argument) that sets each.
+_RUN_OPTIONS = {"seed": "--seed N (Python: Experiment(config, seed=N))",
+                "seeds": "--seeds N (Python: Experiment(config, seeds=N))",
+                "logdir": "--logdir DIR (Python: Experiment(config, logdir=DIR))",
+                "run_name": "--run-name NAME (Python: Experiment(config, run_name=NAME))"}
+
+
 def _unknown_key_fix(key: Any) -> str:
     """The fix for an unknown key: the jaxppo key for a typo of ours or of another library's
-    name (`lerning_rate` -> `lr`), the derivation for batch sizes, else the valid keys."""
+    name (`lerning_rate` -> `lr`), the derivation for batch sizes, the flag for a run option,
+    else the valid keys."""
     name = str(key).lower()
+    if name in _RUN_OPTIONS:
+        return f"{name!r} is an option of the run, not a config key: {_RUN_OPTIONS[name]}"
     close = [name] if name in _SUGGEST else difflib.get_close_matches(name, list(_SUGGEST), n=1)
     if not close:
         return f"valid keys: {', '.join(FIELDS)}"

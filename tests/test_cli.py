@@ -253,7 +253,7 @@ def test_config_list_prints_every_key_with_type_default_and_meaning(capsys):
     """network, rnn_size, torso, obs_field, ... were found only in the README's prose."""
     from jaxppo.config import FIELDS, PPOConfig
 
-    for argv in (["config", "--list"], ["train", "--help-config"]):
+    for argv in (["config", "--list"], ["train", "--help-config"], ["sweep", "--help-config"]):
         assert main(argv) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[0].split() == ["key", "type", "default", "meaning"]

@@ -96,6 +96,11 @@ def test_a_typo_in_the_overrides_is_not_blamed_on_the_config_file(tmp_path):
     with pytest.raises(ConfigError, match="^--set lerning_rate=1e-3: unknown key 'lerning_rate';"
                        " did you mean 'lr'"):
         parse_overrides(["lerning_rate=1e-3"])
+    with pytest.raises(ConfigError, match="'seed' is an option of the run, not a config key: "
+                       "--seed N"):
+        parse_overrides(["seed=3"])
+    with pytest.raises(ConfigError, match="'seeds' is an option of the run.*--seeds N"):
+        load_config(p, {"seeds": 4})
 
 
 def test_hparams():

@@ -548,6 +548,13 @@ def test_register_env_refuses_ids_it_could_never_serve_and_silent_replacements(m
     jaxppo.register_env("CartPole-v1", Corridor, overwrite=True)
     assert isinstance(registry.make_env("CartPole-v1")[0], Corridor)
     assert solve_threshold("CartPole-v1") is None  # CartPole's 475 is not the Corridor's
+    with pytest.raises(TypeError, match="an instance of Corridor; register its class") as e:
+        jaxppo.register_env("Inst-v0", Corridor())
+    assert "\n" not in str(e.value) and "Inst-v0" not in registry._USER_ENVS
+    jaxppo.register_env("Cls-v0", lambda **kw: Corridor)  # returns the class, not an instance
+    with pytest.raises(ConfigError, match="returned the class Corridor, not an environment") as e:
+        registry.make_env("Cls-v0")
+    assert "\n" not in str(e.value)
 
 
 def test_a_builtin_id_registered_before_gymnax_is_imported_is_refused_at_first_use():

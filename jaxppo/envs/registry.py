@@ -58,8 +58,15 @@ def register_env(env_id: str, factory: Callable[..., Any], *, overwrite: bool = 
     (`brax/`, ...), `probe/`, `custom/` or a `:` would never reach the factory and are refused;
     replacing a built-in id (a gymnax or probe id, with its solve threshold) needs
     `overwrite=True` (the run then has no solve threshold)."""
-    if not isinstance(env_id, str) or not env_id or not callable(factory):
-        raise TypeError("register_env(env_id: str, factory: callable)")
+    if not isinstance(env_id, str) or not env_id:
+        raise TypeError(f"register_env: env_id must be a non-empty str, got {env_id!r}")
+    if not callable(factory):
+        instance = hasattr(factory, "step_env") or hasattr(factory, "reset_env")
+        raise TypeError(f"register_env({env_id!r}, ...): the factory must be callable (the env "
+                        "class, or a function returning an instance), got "
+                        + (f"an instance of {type(factory).__qualname__}; register its class, "
+                           "or pass the instance as env= to make_train / Experiment"
+                           if instance else type(factory).__qualname__))
     reserved = next((p for p in (*SOURCES, CUSTOM_PREFIX, PROBE_PREFIX) if env_id.startswith(p)),
                     None)
     if reserved or ":" in env_id:
@@ -200,6 +207,10 @@ def _as_pair(made: Any, label: str) -> tuple[Any, Any]:
         return made
     if made is None:
         raise ConfigError(f"{label}: the factory returned None; return the environment")
+    if isinstance(made, type):
+        raise ConfigError(f"{label}: the factory returned the class {made.__qualname__}, not an "
+                          f"environment; return an instance ({made.__qualname__}(...)), or "
+                          f"register the class itself as the factory")
     return made, getattr(made, "default_params", None)
 
 
