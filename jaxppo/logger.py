@@ -407,7 +407,7 @@ def write_curve(info: RunInfo, threshold: float | None) -> None:
         groups = {setting_label(s): list(range(g * seeds, (g + 1) * seeds))
                   for g, s in enumerate(info.settings)}
     plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
-               forward_fill(m["episodic_return"]), info.config.env_id, threshold, groups)
+               forward_fill(m["episodic_return"], m["episodes"]), info.config.env_id, threshold, groups)
 
 
 def json_safe(x: Any) -> Any:
@@ -441,14 +441,16 @@ def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
             for k in rows[0]}
 
 
-def forward_fill(x: np.ndarray) -> np.ndarray:
-    """[R, U] with each NaN replaced by the run's previous value (NaN before the first: no
-    return is drawn before an episode has ended): a return curve drawn through updates in
-    which no episode ended."""
+def forward_fill(x: np.ndarray, episodes: np.ndarray) -> np.ndarray:
+    """[R, U] returns with each update in which no episode ended (`episodes` [R, U] == 0, an
+    empty CSV cell) given the run's previous return (NaN before the first: no return is drawn
+    before an episode has ended). A NaN/Inf logged where episodes did end (a run that
+    diverged) stays as it is: it is not a return to carry on."""
     out = np.array(x, float)
-    for row in out:
+    for row, ended in zip(out, np.asarray(episodes) > 0, strict=True):
         last = np.nan
         for j, v in enumerate(row):
-            last = v if np.isfinite(v) else last
+            if ended[j] or np.isfinite(v):
+                last = v
             row[j] = last
     return out

@@ -208,7 +208,8 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     metrics = _read_metrics(run_dir) if os.path.exists(metrics_path) else {}
     if not os.path.exists(metrics_path):
         notes.append(f"{run_dir}: no metrics.csv, so no sample-efficiency curve")
-    curve = forward_fill(metrics["episodic_return"]) if metrics else None
+    curve = (forward_fill(metrics["episodic_return"], metrics["episodes"]) if metrics
+             else None)
     steps = metrics["env_steps"][0] if metrics else None
     eval_path = os.path.join(run_dir, "eval.json")
     if source == "eval" and not os.path.exists(eval_path):

@@ -568,3 +568,15 @@ def test_a_builtin_id_registered_before_gymnax_is_imported_is_refused_at_first_u
                           env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
     assert proc.returncode == 1
     assert "ConfigError: register_env('CartPole-v1'): that is a built-in id" in proc.stderr
+
+
+def test_an_env_record_with_a_nan_attribute_matches_the_same_env():
+    """NaN != NaN in Python: a NaN default (a cost, a bound) must not refuse the run's own env."""
+    from jaxppo.envs.identity import describe_env, env_mismatch
+
+    a, b = Corridor(length=8), Corridor(length=8)
+    a.scale = b.scale = float("nan")
+    a.bounds = b.bounds = [0.0, float("nan")]
+    assert env_mismatch(describe_env(a), b) is None
+    b.bounds = [1.0, float("nan")]
+    assert "bounds: [0.0, nan] in the run, [1.0, nan] now" in env_mismatch(describe_env(a), b)

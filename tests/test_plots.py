@@ -21,3 +21,18 @@ def test_compare_plot_drops_the_solve_panel_when_nothing_solved(tmp_path, rows, 
         assert ("no system solved" in fig.get_suptitle()) == (panels == 1)
     finally:
         plt.close(fig)
+
+
+def test_a_return_curve_carries_only_over_updates_without_episodes():
+    """Before the first episode there is no return (NaN, never 0.0); an update without an
+    episode (an empty CSV cell) carries the last return; a NaN logged where episodes did end
+    (a diverged run) is not hidden behind the last good return."""
+    import numpy as np
+
+    from jaxppo.logger import forward_fill
+
+    nan = np.nan
+    returns = np.array([[nan, 5.0, nan, 7.0, nan], [nan, 3.0, nan, nan, nan]])
+    episodes = np.array([[0, 2, 0, 1, 0], [0, 1, 0, 4, 0]])
+    np.testing.assert_array_equal(forward_fill(returns, episodes),
+                                  [[nan, 5.0, 5.0, 7.0, 7.0], [nan, 3.0, 3.0, nan, nan]])

@@ -68,7 +68,16 @@ def _differences(saved: Any, now: Any, prefix: str) -> list[str]:
         for k in sorted(set(saved) | set(now)):
             out += _differences(saved.get(k, "(none)"), now.get(k, "(none)"), f"{prefix}{k}.")
         return out
-    return [] if saved == now else [f"{prefix.rstrip('.')}: {saved!r} in the run, {now!r} now"]
+    return [] if _same(saved, now) else [f"{prefix.rstrip('.')}: {saved!r} in the run, {now!r} now"]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal plain data, a NaN equal to a NaN (an env's NaN default is the same env)."""
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 def env_mismatch(saved: dict[str, Any], env: Any, env_params: Any = None) -> str | None:
