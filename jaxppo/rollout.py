@@ -67,8 +67,8 @@ class EpisodeStats(NamedTuple):
     return_sum: jax.Array
     length_sum: jax.Array
     count: jax.Array
-    metric_sums: dict[str, jax.Array] = {}  # the env's episode metrics, summed the same way
-    faults: EnvFaults | None = None
+    metric_sums: dict[str, jax.Array]  # the env's episode metrics, summed the same way
+    faults: EnvFaults
 
 
 class RolloutSettings(NamedTuple):
@@ -92,11 +92,17 @@ def _observe(norm: NormalizerState, obs: jax.Array, enabled: bool) -> jax.Array:
     return rms_normalize(norm.obs, obs) if enabled else obs
 
 
+def all_finite(tree: Any) -> jax.Array:
+    """True when every float leaf of `tree` is free of NaN/Inf (integer and bool leaves, an
+    env's discrete observations included, always are)."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+              if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
 def _nonfinite(x: jax.Array) -> jax.Array:
-    """1.0 if `x` holds a NaN/Inf (never for integer or bool observations), else 0.0."""
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        return jnp.float32(0.0)
-    return jnp.any(~jnp.isfinite(x)).astype(jnp.float32)
+    """1.0 if `x` holds a NaN/Inf, else 0.0 (a count to sum over steps)."""
+    return 1.0 - all_finite(x).astype(jnp.float32)
 
 
 def _count_faults(faults: EnvFaults, env: VecEnv, obs: jax.Array, step: EnvStep,

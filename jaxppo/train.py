@@ -34,7 +34,7 @@ from jaxppo.networks import (
     make_network,
 )
 from jaxppo.normalize import NormalizerState, normalizer_init, rms_update
-from jaxppo.rollout import EnvCarry, RolloutSettings, rollout
+from jaxppo.rollout import EnvCarry, RolloutSettings, all_finite, rollout
 
 METRIC_NAMES = (
     "episodic_return", "episodic_length", "episodes", "policy_loss", "value_loss", "entropy",
@@ -242,13 +242,6 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
     metrics["nonfinite_source"] = jnp.where(bad, jnp.argmax(faults) + 1, 0).astype(jnp.float32)
     new_ts = TrainState(params, opt_state, normalizer, ts.step + 1)
     return RunnerState(new_ts, env_carry, ep_return, ep_length, key), metrics
-
-
-def all_finite(tree: Any) -> jax.Array:
-    """True when every float leaf of `tree` is free of NaN/Inf (integer leaves always are)."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-              if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
