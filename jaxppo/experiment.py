@@ -54,6 +54,7 @@ from jaxppo.logger import (
     SummaryFile,
     TensorBoardLogger,
     check_metrics_log,
+    gaps_summary,
     parse_metrics_log,
     write_config,
     write_curve,
@@ -238,7 +239,7 @@ class Experiment:
                 raise UsageError(f"run '{run_dir}' is finished (update {update}/"
                                  f"{config.num_updates}); nothing to resume (evaluate it with: "
                                  "jaxppo eval RUN_DIR)")
-        damaged = False
+        damaged = []
         writes_log = kwargs.get("builtin_callbacks", True) or any(
             isinstance(c, CsvLogger) for c in kwargs.get("callbacks", ()))
         if not rebuild and writes_log and is_main_process():
@@ -314,7 +315,10 @@ class Experiment:
                 write_config(run_dir, config)
             if resume and resume.get("keep_damaged_log") and main:  # before the repair drops rows
                 log = os.path.join(run_dir, "metrics.csv")
-                shutil.copyfile(log, _free_name(log + ".damaged"))
+                copy = _free_name(log + ".damaged")
+                shutil.copyfile(log, copy)
+                print(f"note: '{log}' was repaired: {'; '.join(resume['keep_damaged_log'])}; the file "
+                      f"as it was is kept as '{copy}'", file=sys.stderr)
             return self._run(placement, driver, run_dir, main)
         except BaseException:
             # Only a run dir in which nothing ran goes (no orphan after Ctrl-C while compiling);
@@ -508,8 +512,8 @@ class _Loop:
         if exp.settings is not None:
             summary["settings"] = exp.settings
             summary["seeds"] = exp.seeds
-        if self.info.log_gaps:  # lost from metrics.csv, recorded by a repair_log resume
-            summary["metrics_missing_updates"] = [list(g) for g in self.info.log_gaps]
+        # lost from metrics.csv, recorded by a repair_log resume
+        summary.update(gaps_summary(self.info.log_gaps, exp.num_runs))
         return RunResult(c, exp.num_runs, self.status, stats.update, returns, stats.solved,
                          stats.sps_per_run * exp.num_runs, self.compile_s,
                          stats.wall_before + wall, stack_metrics(self.chunks), train_state,
