@@ -730,3 +730,30 @@ def test_a_finished_sweep_rebuilds_its_missing_table(finished_sweep, tmp_path, c
     code, _, err = cli(capsys, "sweep", "--resume", run)  # nothing missing: refused as before
     assert code == 2
     one_line(err, "is finished")
+
+
+def test_a_damaged_summary_or_sweep_table_is_rebuilt_and_kept_aside(finished_sweep, tmp_path,
+                                                                    capsys):
+    """An unreadable summary.json or sweep.csv is treated as a missing one: rebuilt from the
+    checkpoint, the damaged file kept as `.damaged`, a note saying so."""
+    run = copy_of(finished_sweep[0], tmp_path)
+    table = open(os.path.join(run, "sweep.csv")).read()
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    for name, garbage, argv in (("summary.json", '{"env_id": "Cart', ["train"]),
+                                ("summary.json", '["not", "a", "summary"]', ["sweep"]),
+                                ("summary.json", '{"env_id": "CartPole-v1"}', ["sweep"]),
+                                ("sweep.csv", "rank,lr\n1,", ["sweep"])):
+        path = os.path.join(run, name)
+        open(path, "w").write(garbage)
+        code, out, err = cli(capsys, *argv, "--resume", run, "--no-progress")
+        assert code == 0, err
+        assert f"rebuilt {name}" in out and "nothing was trained" in out, out
+        one_line([e for e in err if e.startswith("note:")], f"'{path}' was damaged",
+                 f"kept as '{path}.damaged", "rebuilt")
+        assert open(path + ".damaged").read() == garbage
+        os.remove(path + ".damaged")
+    assert open(os.path.join(run, "sweep.csv")).read() == table
+    assert json.load(open(os.path.join(run, "summary.json")))["ranked"] == summary["ranked"]
+    code, _, err = cli(capsys, "sweep", "--resume", run)  # whole again: refused as before
+    assert code == 2
+    one_line(err, "is finished")
