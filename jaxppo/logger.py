@@ -211,7 +211,8 @@ class LogAudit(NamedTuple):
 
 
 def _values(row: dict) -> tuple:
-    return tuple(float(v) if v != "" else None for v in row.values())
+    """A row's numbers, compared as numbers (`1` is `1.0`; a NaN cell equals a NaN cell)."""
+    return tuple(v and repr(float(v)) for v in row.values())
 
 
 def audit_log(rows: list[dict], last: int, num_runs: int) -> LogAudit:

@@ -630,6 +630,11 @@ def test_a_repair_keeps_every_good_row_of_a_sweep_and_records_the_run_that_lacks
     write_log(tmp_path, [*kept, (5, 1), (0, 0)], header=[*CSV_HEADER, "mine"])
     gaps, drops = check_metrics_log(str(tmp_path), 6, 2)
     assert gaps == [] and len(drops) == 2 and "mine" in drops[1], drops
+    # identical copies (a NaN cell equal to a NaN cell) are no damage at all
+    path = write_log(tmp_path, [(u, r) for u in range(1, 7) for r in range(2)] * 2)
+    text = open(path).read().replace("0.5", "nan")
+    open(path, "w").write(text)
+    assert check_metrics_log(str(tmp_path), 6, 2) == ([], [])
 
 
 def test_a_missing_metrics_log_starts_a_fresh_one_noting_the_gap(stopped_run, tmp_path, capsys):
