@@ -218,7 +218,8 @@ class Experiment:
 
         metrics.csv must hold every update up to the checkpoint, else this refuses (one line
         saying what is missing); `repair_log=True` keeps its good rows instead and records the
-        missing updates (in the checkpoint and `summary.json`: `metrics_missing_updates`). A
+        missing ones (in the checkpoint and `summary.json`: `metrics_missing_updates`, and
+        per run `metrics_missing_by_run`). A
         finished run whose `summary.json` (or a sweep's `sweep.csv`) is missing or unreadable
         gets them rebuilt from the checkpoint's running account by `run()`, without training
         (a damaged one kept as `summary.json.damaged`)."""
