@@ -62,8 +62,9 @@ class RunInfo:
     chunk_updates: int
     description: str = ""  # where it runs, e.g. "seeds sharded over 4 devices"
     env: dict | None = None  # the env= instance trained on (envs.identity.describe_env), if any
-    # Updates metrics.csv lacks for good, as (first, last) ranges: lost to a damaged log and
-    # recorded by a `repair_log` resume (checkpoints and summary.json carry them on).
+    # Rows metrics.csv lacks for good, as (first, last) ranges of updates (every run's rows)
+    # or (first, last, run) ranges (one run's): lost to a damaged log and recorded by a
+    # `repair_log` resume (checkpoints and summary.json carry them on; logger.encode_gaps).
     log_gaps: tuple = ()
 
 

@@ -418,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
     t.add_argument("--repair-log", action="store_true",
                    help="with --resume: keep a damaged metrics.csv's good rows and record the "
-                        "updates it lost (they cannot be recreated) instead of refusing")
+                        "rows it lost (they cannot be recreated) instead of refusing")
     t.set_defaults(func=cmd_train)
 
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
@@ -430,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped sweep")
     s.add_argument("--repair-log", action="store_true",
                    help="with --resume: keep a damaged metrics.csv's good rows and record the "
-                        "updates it lost (they cannot be recreated) instead of refusing")
+                        "rows it lost (they cannot be recreated) instead of refusing")
     s.set_defaults(func=cmd_sweep)
 
     c = sub.add_parser("compare", help="side by side with Stable-Baselines3 PPO (the compare extra)")

@@ -54,6 +54,7 @@ from jaxppo.logger import (
     SummaryFile,
     TensorBoardLogger,
     check_metrics_log,
+    gaps_summary,
     parse_metrics_log,
     write_config,
     write_curve,
@@ -217,9 +218,11 @@ class Experiment:
 
         metrics.csv must hold every update up to the checkpoint, else this refuses (one line
         saying what is missing); `repair_log=True` keeps its good rows instead and records the
-        missing updates (in the checkpoint and `summary.json`: `metrics_missing_updates`). A
-        finished run whose `summary.json` (or a sweep's `sweep.csv`) is missing gets them
-        rebuilt from the checkpoint's running account by `run()`, without training."""
+        missing ones (in the checkpoint and `summary.json`: `metrics_missing_updates`, and
+        per run `metrics_missing_by_run`). A
+        finished run whose `summary.json` (or a sweep's `sweep.csv`) is missing or unreadable
+        gets them rebuilt from the checkpoint's running account by `run()`, without training
+        (a damaged one kept as `summary.json.damaged`)."""
         for key in ("seeds", "hparams", "seed", "logdir", "run_name"):
             if key in kwargs:
                 raise UsageError(f"resume continues a run with its own {key}; drop it")
@@ -233,12 +236,12 @@ class Experiment:
         gaps = [tuple(g) for g in extra.get("log_gaps", [])]
         rebuild = []
         if update >= config.num_updates:
-            rebuild = _missing_results(run_dir, settings is not None)
+            rebuild = _missing_results(run_dir, settings)
             if not rebuild:
                 raise UsageError(f"run '{run_dir}' is finished (update {update}/"
                                  f"{config.num_updates}); nothing to resume (evaluate it with: "
                                  "jaxppo eval RUN_DIR)")
-        damaged = False
+        damaged = []
         writes_log = kwargs.get("builtin_callbacks", True) or any(
             isinstance(c, CsvLogger) for c in kwargs.get("callbacks", ()))
         if not rebuild and writes_log and is_main_process():
@@ -314,7 +317,10 @@ class Experiment:
                 write_config(run_dir, config)
             if resume and resume.get("keep_damaged_log") and main:  # before the repair drops rows
                 log = os.path.join(run_dir, "metrics.csv")
-                shutil.copyfile(log, _free_name(log + ".damaged"))
+                copy = _free_name(log + ".damaged")
+                shutil.copyfile(log, copy)
+                print(f"note: '{log}' was repaired: {'; '.join(resume['keep_damaged_log'])}; the file "
+                      f"as it was is kept as '{copy}'", file=sys.stderr)
             return self._run(placement, driver, run_dir, main)
         except BaseException:
             # Only a run dir in which nothing ran goes (no orphan after Ctrl-C while compiling);
@@ -378,7 +384,14 @@ class Experiment:
         result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
                               device=None, platform=None, peak_device_bytes=None,
                               rebuilt_from_checkpoint=True)
-        missing = resume["rebuild"] if write else []
+        missing = [n for n, _ in resume["rebuild"]] if write else []
+        for name, why in resume["rebuild"] if write else []:
+            if why:  # damaged: kept beside the one rebuilt
+                path = os.path.join(run_dir, name)
+                copy = _free_name(path + ".damaged")
+                os.replace(path, copy)
+                print(f"note: '{path}' was damaged ({why}); it is kept as '{copy}' and rebuilt "
+                      "from the checkpoint", file=sys.stderr)
         if self.settings is not None:
             result.summary["ranked"] = sweep_rows(result)
             if "sweep.csv" in missing or "sweep.png" in missing:
@@ -508,8 +521,8 @@ class _Loop:
         if exp.settings is not None:
             summary["settings"] = exp.settings
             summary["seeds"] = exp.seeds
-        if self.info.log_gaps:  # lost from metrics.csv, recorded by a repair_log resume
-            summary["metrics_missing_updates"] = [list(g) for g in self.info.log_gaps]
+        # lost from metrics.csv, recorded by a repair_log resume
+        summary.update(gaps_summary(self.info.log_gaps, exp.num_runs))
         return RunResult(c, exp.num_runs, self.status, stats.update, returns, stats.solved,
                          stats.sps_per_run * exp.num_runs, self.compile_s,
                          stats.wall_before + wall, stack_metrics(self.chunks), train_state,
@@ -567,12 +580,51 @@ def _check_config_file(run_dir: str, config: PPOConfig) -> None:
                          "with --config")
 
 
-def _missing_results(run_dir: str, sweep: bool) -> list[str]:
-    """The result files a finished run lacks, when its summary.json (or a sweep's sweep.csv)
-    is among them: a run killed between its last checkpoint and writing them."""
-    names = ["summary.json", "curve.png", *(["sweep.csv", "sweep.png"] if sweep else [])]
-    missing = [n for n in names if not os.path.exists(os.path.join(run_dir, n))]
-    return missing if {"summary.json", "sweep.csv"} & set(missing) else []
+def _missing_results(run_dir: str, settings: list | None) -> list[tuple[str, str]]:
+    """The result files a finished run lacks, as (name, what is wrong with the one there, ""
+    when there is none), when its summary.json (or a sweep's sweep.csv) is among them: a run
+    killed between its last checkpoint and writing them, or a file damaged since."""
+    names = ["summary.json", "curve.png", *(["sweep.csv", "sweep.png"] if settings else [])]
+    missing = [(n, "") for n in names if not os.path.exists(os.path.join(run_dir, n))]
+    for name, check in (("summary.json", _summary_problem), ("sweep.csv", _sweep_csv_problem)):
+        path = os.path.join(run_dir, name)
+        if name in names and os.path.exists(path):
+            why = check(path, settings)
+            missing += [(name, why)] if why else []
+    return missing if {"summary.json", "sweep.csv"} & {n for n, _ in missing} else []
+
+
+def _summary_problem(path: str, settings) -> str:
+    """What makes a finished run's summary.json unusable ("" when nothing)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            summary = json.load(f)
+    except (OSError, ValueError) as e:
+        return f"it is not JSON: {e}"
+    if not isinstance(summary, dict):
+        return "it is not a JSON object"
+    lacks = [k for k in ("env_id", "num_runs", "status", "final_return", "env_steps")
+             if k not in summary]
+    if lacks:
+        return f"it lacks {', '.join(lacks)}"
+    return "it says the run did not finish" if summary.get("finished") is False else ""
+
+
+def _sweep_csv_problem(path: str, settings) -> str:
+    """What makes a finished sweep's sweep.csv unusable: not jaxppo's header, or not one
+    whole row per setting ("" when nothing)."""
+    header = ["rank", *settings[0], "final_return_mean", "final_return_std", "seeds", "runs",
+              "diverged_seeds"]
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (OSError, ValueError, csv.Error) as e:
+        return f"it is not a CSV table: {e}"
+    if not rows or rows[0] != header:
+        return "its header is not jaxppo's"
+    if len(rows) - 1 != len(settings) or any(len(r) != len(header) for r in rows[1:]):
+        return f"it does not hold one whole row for each of the {len(settings)} settings"
+    return ""
 
 
 def _diverged_runs(run_dir: str, runner, num_runs: int) -> np.ndarray:
