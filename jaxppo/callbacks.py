@@ -100,7 +100,7 @@ class RunResult:
     final_return: np.ndarray  # [R] the latest mean episodic return per run; NaN: none ended
     solved: dict | None  # {"env_steps", "update", "episodes", "wall_s", "threshold"}
     sps: float  # env steps per second over all runs (compiled chunks only)
-    compile_s: float
+    compile_s: float | None  # None: a rebuild of a finished run's results (nothing compiled)
     wall_s: float
     metrics: dict[str, np.ndarray]  # each [R, updates run in this session]
     train_state: Any  # the final (or last good) learner state, leading axis R

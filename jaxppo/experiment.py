@@ -288,6 +288,7 @@ class Experiment:
             raise UsageError("this Experiment already continued its run; resume it again with "
                              f"Experiment.resume({resume['run_dir']!r})")
         if resume is not None and resume.get("rebuild"):
+            self.last_run_dir = resume["run_dir"]
             if not is_main_process():  # only process 0 writes a run directory
                 return self._rebuild(write=False)
             with RunLock(resume["run_dir"]):
@@ -338,8 +339,8 @@ class Experiment:
         start_update = resume["update"] if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
                        self.settings, driver.chunk_updates, placement.description,
-                       None if self.env is None else describe_env(self.env, self.env_params),
-                       resume["log_gaps"] if resume else ())
+                       env=None if self.env is None else describe_env(self.env, self.env_params),
+                       log_gaps=resume["log_gaps"] if resume else ())
         callbacks = self._callbacks(run_dir is not None, main)
         inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
         t_start = time.perf_counter()
@@ -375,12 +376,12 @@ class Experiment:
         resume["ran"] = True
         run_dir = resume["run_dir"]
         info = RunInfo(c, self.num_runs, self.run_names(), run_dir, resume["update"], self.seed,
-                       self.settings, 0, "", resume["log_gaps"])
+                       self.settings, 0, log_gaps=resume["log_gaps"])
         loop = _Loop(self, info, self._initial_stats(), [], time.perf_counter())
         loop.status = "finished"
         loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs)
         result = loop.result(resume["runner"])
-        result.wall_s = loop.stats.wall_before
+        result.wall_s, result.compile_s = loop.stats.wall_before, None
         result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
                               device=None, platform=None, peak_device_bytes=None,
                               rebuilt_from_checkpoint=True)

@@ -539,6 +539,10 @@ def test_a_damaged_metrics_log_is_refused_then_repaired(stopped_run, tmp_path, c
     assert json.load(open(os.path.join(run, "summary.json")))["metrics_missing_updates"] == gaps
     assert load_checkpoint(run).extra["log_gaps"] == gaps  # a later resume knows them
     assert open(os.path.join(run, "metrics.csv.damaged"), "rb").read() == damaged  # kept
+    if how == "cut":  # killed before summary.json: the rebuilt one still names the gap
+        os.remove(os.path.join(run, "summary.json"))
+        assert cli(capsys, "train", "--resume", run, "--no-progress")[0] == 0
+        assert json.load(open(os.path.join(run, "summary.json")))["metrics_missing_updates"] == gaps
 
 
 def log_lines(run):
