@@ -88,16 +88,17 @@ def _num(x: float) -> str:
 def _final_return(s: dict) -> str:
     """summary.json's final return as text; "none" for seeds in which no episode ended."""
     n, missing = len(s["final_return"]), s["runs_without_return"]
+    bad = s.get("runs_nonfinite_return", 0)
     none = f"no episode ended in {s['env_steps']:,} steps"
+    why = [f"none for {missing} of {n} seeds: {none}"] if missing else []
+    why += [f"NaN/Inf for {bad} of {n} seeds: diverged"] if bad else []
     if s["final_return_mean"] is None:
-        return f"none ({none})"
-    have = n - missing
+        return f"none ({'; '.join(why) if bad else none})"
+    have = n - missing - bad
     text = _num(s["final_return_mean"])
     if have > 1:
         text += f" ± {_num(s['final_return_std'])} over {have} seeds"
-    if missing:
-        text += f" (none for {missing} of {n} seeds: {none})"
-    return text
+    return text + (f" ({'; '.join(why)})" if why else "")
 
 
 def _eval_return(returns, completed, per_seed: bool = False) -> str:

@@ -502,7 +502,9 @@ class _Loop:
             "final_return": returns_or_none(returns),
             "final_return_mean": mean,
             "final_return_std": std,
-            "runs_without_return": int(np.isnan(returns).sum()),
+            "runs_without_return": int((stats.episodes == 0).sum()),
+            # episodes ended, but the return is NaN/Inf: the run diverged (diverged_runs)
+            "runs_nonfinite_return": int((~np.isfinite(returns) & (stats.episodes > 0)).sum()),
             "wall_s": round(stats.wall_before + wall, 3),
             "compile_s": round(self.compile_s, 3),
             "sps": round(stats.sps_per_run * exp.num_runs, 1),

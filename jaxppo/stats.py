@@ -103,9 +103,10 @@ def returns_or_none(returns) -> list[float | None]:
 
 
 def mean_std_or_none(returns) -> tuple[float | None, float | None]:
-    """Mean and std over the runs that have a return (not NaN); `(None, None)` if none has."""
+    """Mean and std over the runs that have a finite return (no episode ended: NaN; a run
+    that diverged: NaN/Inf, flagged as such elsewhere); `(None, None)` if none has."""
     have = np.asarray(returns, float)
-    have = have[~np.isnan(have)]
+    have = have[np.isfinite(have)]
     if have.size == 0:
         return None, None
     return float(np.mean(have)), float(np.std(have))

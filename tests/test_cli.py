@@ -345,3 +345,20 @@ def test_eval_means_are_over_completed_episodes():
         "11.40 ± 4.50 over 5 completed episodes (1 of 6 cut off)")
     assert cli._eval_return(res.returns[0], res.completed[0], per_seed=True) == (
         "15.00 ± 5.00 (1 of 3 cut off)")
+
+
+def test_a_diverged_seed_is_not_reported_as_one_without_episodes():
+    """A seed whose return went NaN/Inf had episodes: it diverged; "no episode ended" is only
+    for seeds without any, and neither is averaged in."""
+    s = {"final_return": [10.0, None, None, 30.0], "final_return_mean": 20.0,
+         "final_return_std": 10.0, "runs_without_return": 1, "runs_nonfinite_return": 1,
+         "env_steps": 256}
+    assert cli._final_return(s) == ("20.0 ± 10.0 over 2 seeds (none for 1 of 4 seeds: no "
+                                    "episode ended in 256 steps; NaN/Inf for 1 of 4 seeds: "
+                                    "diverged)")
+    s.update(final_return=[None], final_return_mean=None, final_return_std=None,
+             runs_without_return=0, runs_nonfinite_return=1)
+    assert cli._final_return(s) == "none (NaN/Inf for 1 of 1 seeds: diverged)"
+    from jaxppo.stats import mean_std_or_none
+
+    assert mean_std_or_none([1.0, np.nan, np.inf, 3.0]) == (2.0, 1.0)
