@@ -274,7 +274,7 @@ def cmd_sweep(args) -> int:
 
 def cmd_eval(args) -> int:
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
-        if path:
+        if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played
     out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
     if out is not None and os.path.isdir(run_dir_of(args.run_dir)):
