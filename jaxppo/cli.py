@@ -164,7 +164,7 @@ def _run(exp: Experiment, args, what: str):
 
 def _stopped(result, command: str) -> int | None:
     """The exit status (after one line) of a run that stopped early; None if it finished."""
-    if result.diverged is not None:
+    if result.diverged is not None and command == "train":  # a sweep goes on: cmd_sweep
         what, fix = describe_divergence(result.diverged, result.config)
         kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
                 f"{result.run_dir}" if result.good_update else
@@ -264,10 +264,21 @@ def cmd_sweep(args) -> int:
     if code is not None:
         return code
     print(SweepResult(sweep_rows(result), result, result.run_dir).table())
+    s = result.summary
+    if result.diverged is not None:  # the first diverged agent's cause, by its source
+        d = result.diverged
+        what, fix = describe_divergence(d, result.config, f"agent {d.run}: "
+                                        f"{exp.run_names()[d.run]}")
+        n = len(s["diverged_runs"])
+        if result.status == "diverged":
+            print(f"jaxppo sweep: error: every agent diverged ({n} of {exp.num_runs}); the "
+                  f"first: {what}; {fix}", file=sys.stderr)
+            return 3
+        print(f"note: {n} of {exp.num_runs} agents diverged; the first: {what}; {fix}",
+              file=sys.stderr)
     if result.rebuilt:
         _say_rebuilt(result)
         return 0
-    s = result.summary
     print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")
     return 0
 

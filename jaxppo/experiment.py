@@ -87,10 +87,26 @@ def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> Diverge
     return Divergence(run, first_update + j + 1, source)
 
 
-def describe_divergence(d: Divergence, config: PPOConfig) -> tuple[str, str]:
+def run_divergences(metrics: dict[str, np.ndarray], first_update: int) -> list[Divergence]:
+    """Each run's first non-finite update in a chunk, with its source: a sweep goes on past a
+    diverged agent, and records every agent's own cause."""
+    bad = np.asarray(metrics["nonfinite"]) > 0  # [R, C]
+    codes = np.asarray(metrics["nonfinite_source"])
+    out = []
+    for run in np.flatnonzero(bad.any(axis=1)):
+        j = int(np.argmax(bad[run]))
+        code = int(codes[run, j])
+        source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"
+        out.append(Divergence(int(run), first_update + j + 1, source))
+    return out
+
+
+def describe_divergence(d: Divergence, config: PPOConfig, who: str | None = None
+                        ) -> tuple[str, str]:
     """`(what happened, the fix)` for a diverged run, by its source: an env's NaN/Inf output
-    or empty mask is the env's bug (no lr hint); a normaliser overflows on huge inputs."""
-    at = f"at update {d.update} (seed {d.run})"
+    or empty mask is the env's bug (no lr hint); a normaliser overflows on huge inputs.
+    `who` names the run (a sweep's agent); by default its seed index."""
+    at = f"at update {d.update} ({who or f'seed {d.run}'})"
     env = f"environment {config.env_id!r}"
     if d.source in ("env_obs", "env_reward"):
         what = "observations" if d.source == "env_obs" else "rewards"
@@ -338,6 +354,9 @@ class Experiment:
         inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
         t_start = time.perf_counter()
         loop = self._loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
+        if resume and run_dir is not None and not self.stop_on_divergence:  # a sweep's record
+            loop.divergences = _logged_divergences(run_dir, self.num_runs)
+            loop.diverged_runs[list(loop.divergences)] = True
         try:
             for cb in callbacks:
                 cb.on_start(info)
@@ -373,6 +392,7 @@ class Experiment:
         loop = _Loop(self, info, self._initial_stats(), [], time.perf_counter())
         loop.status = "finished"
         loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs)
+        loop.divergences = _logged_divergences(run_dir, self.num_runs)
         result = loop.result(resume["runner"])
         result.wall_s = loop.stats.wall_before
         result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
@@ -436,6 +456,7 @@ class _Loop:
         self.stop_signal = None
         self.diverged: Divergence | None = None
         self.diverged_runs = np.zeros(info.num_runs, bool)
+        self.divergences: dict[int, Divergence] = {}  # each run's first, by run
         self.good_runner, self.good_update = None, (info.start_update or None)
         self.chunks: list[dict] = []
         self.stop_flag = None
@@ -448,6 +469,8 @@ class _Loop:
         self.chunks.append(m)
         bad = find_nonfinite(m, chunk.first_update)
         self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
+        for d in run_divergences(m, chunk.first_update):
+            self.divergences.setdefault(d.run, d)
         event = ChunkEvent(self.info, chunk.first_update, chunk.update, m,
                            self.stats.wall_before + chunk.wall_s, chunk.chunk_s, self.compile_s,
                            self.stats, runner, bad)
@@ -480,6 +503,10 @@ class _Loop:
         returns = stats.final_return
         mean, std = mean_std_or_none(returns)
         dev = jax.devices()[0]
+        if self.diverged is None and self.divergences:  # a sweep goes on: its first, by update
+            self.diverged = min(self.divergences.values(), key=lambda d: (d.update, d.run))
+        if self.status == "finished" and self.diverged_runs.all():
+            self.status = "diverged"  # every agent: nothing in the run is a result
         summary = {
             "env_id": c.env_id,
             "num_runs": exp.num_runs,
@@ -500,6 +527,7 @@ class _Loop:
             "finished": self.status == "finished",
             "diverged": None if self.diverged is None else self.diverged._asdict(),
             "diverged_runs": [int(i) for i in np.flatnonzero(self.diverged_runs)],
+            "divergences": [d._asdict() for _, d in sorted(self.divergences.items())],
             "device": dev.device_kind,
             "platform": dev.platform,
             "peak_device_bytes": peak_device_bytes(dev),
@@ -583,12 +611,26 @@ def _diverged_runs(run_dir: str, runner, num_runs: int) -> np.ndarray:
         x = np.asarray(x)
         if np.issubdtype(x.dtype, np.floating):
             bad |= ~np.isfinite(x.reshape(num_runs, -1)).all(axis=1)
-    log = os.path.join(run_dir, "metrics.csv")
-    if os.path.isfile(log):
-        for r in parse_metrics_log(log)[0]:
-            if r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs:
-                bad[int(r["run"])] = True
+    for run in _logged_divergences(run_dir, num_runs):
+        bad[run] = True
     return bad
+
+
+def _logged_divergences(run_dir: str, num_runs: int) -> dict[int, Divergence]:
+    """Each run's first divergence as metrics.csv recorded it (`nonfinite`,
+    `nonfinite_source`): what a resumed or rebuilt sweep knew before its checkpoint."""
+    log, out = os.path.join(run_dir, "metrics.csv"), {}
+    if not os.path.isfile(log):
+        return out
+    for r in parse_metrics_log(log)[0]:
+        if not (r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs):
+            continue
+        code = int(float(r.get("nonfinite_source") or 0))
+        source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"
+        d = Divergence(int(r["run"]), int(r["update"]), source)
+        if d.run not in out or d.update < out[d.run].update:
+            out[d.run] = d
+    return out
 
 
 def _free_name(path: str) -> str:
@@ -712,7 +754,9 @@ class SweepTable(Callback):
         self.info = info
 
     def on_end(self, result: RunResult) -> None:
-        if result.status != "finished":
+        # a sweep whose every agent diverged ran to its end too: its table says so
+        if (result.status not in ("finished", "diverged")
+                or result.update < result.config.num_updates):
             return
         rows = result.summary["ranked"] = sweep_rows(result)
         run_dir, seeds = self.info.run_dir, rows[0]["seeds"]
