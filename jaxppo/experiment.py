@@ -172,7 +172,7 @@ class Experiment:
       devices / mesh / shard: split the runs (`"seeds"`) or each run's envs (`"envs"`) over
         `devices` (an int or "all") or a given `jax.sharding.Mesh`.
       callbacks: `jaxppo.Callback`s or functions of a `ChunkEvent` (return False, or any
-        false value but None, to stop).
+        false value but None, to stop; an array is refused: it has no truth value).
         A `CsvLogger`, `TensorBoardLogger`, `Checkpointer` or `SummaryFile` given here replaces
         the built-in one; `builtin_callbacks=False` keeps only yours (and the progress).
       stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
@@ -476,8 +476,7 @@ class _Loop:
                            self.stats, runner, bad)
         go_on = True
         for cb in self.callbacks:
-            said = cb.on_chunk(event)
-            if said is not None and not said:  # False, np.False_, 0: stop; None: go on
+            if _says_stop(cb, cb.on_chunk(event)):
                 go_on = False
         if bad is not None and self.exp.stop_on_divergence:  # the same on every process
             self.status, self.diverged = "diverged", bad
@@ -546,6 +545,23 @@ class _Loop:
 
 
 @quiet_nonfinite
+def _says_stop(cb: Callback, said: Any) -> bool:
+    """False, np.False_, 0: stop; None or a true value: go on. An array (of any size) has no
+    truth value: refused, naming the callback, rather than NumPy's error naming nothing."""
+    if said is None:
+        return False
+    if np.ndim(said) == 0:
+        try:
+            return not bool(said)
+        except (TypeError, ValueError):
+            pass
+    fn = getattr(cb, "fn", cb)  # a plain function, wrapped as a FunctionCallback
+    name = getattr(fn, "__name__", type(fn).__name__)
+    shape = f" of shape {np.shape(said)}" if np.ndim(said) else ""
+    raise TypeError(f"callback {name} returned a {type(said).__name__}{shape}; an on_chunk "
+                    "callback returns a bool (False stops the run) or None")
+
+
 def _end_all(callbacks: list[Callback], result: RunResult) -> BaseException | None:
     """Every callback's `on_end`, even after one fails (so the checkpoint is still saved and
     the other logs closed); returns the first failure."""
