@@ -264,6 +264,8 @@ def cmd_sweep(args) -> int:
     if code is not None:
         return code
     print(SweepResult(sweep_rows(result), result, result.run_dir).table())
+    if result.rebuilt:
+        _say_rebuilt(result)
     s = result.summary
     if result.diverged is not None:  # the first diverged agent's cause, by its source
         d = result.diverged
@@ -277,7 +279,6 @@ def cmd_sweep(args) -> int:
         print(f"note: {n} of {exp.num_runs} agents diverged; the first: {what}; {fix}",
               file=sys.stderr)
     if result.rebuilt:
-        _say_rebuilt(result)
         return 0
     print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")
     return 0

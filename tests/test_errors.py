@@ -362,6 +362,7 @@ def test_a_diverging_sweep_setting_is_flagged_not_fatal(tmp_path, capsys):
     assert summary["diverged"]["run"] == 1 and summary["divergences"] == [summary["diverged"]]
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # stderr holds the one line, no noise
 def test_a_sweep_whose_every_agent_diverged_is_not_a_success(tmp_path, capsys):
     """An env returning NaN/Inf to every agent: the table, then one line naming the env, exit 3;
     summary.json's `diverged` agrees with `diverged_runs` and records each agent's cause."""
@@ -385,6 +386,15 @@ def test_a_sweep_whose_every_agent_diverged_is_not_a_success(tmp_path, capsys):
     assert summary["divergences"] == [{"run": r, "update": 3, "source": "env_reward"}
                                       for r in range(4)]
     assert os.path.isfile(os.path.join(run, "sweep.csv"))  # it ran to its end: ranked, flagged
+    # Killed before its results were written: the rebuild reads each cause from metrics.csv.
+    for name in ("summary.json", "sweep.csv"):
+        os.remove(os.path.join(run, name))
+    assert main(["sweep", "--resume", run, "--no-progress"]) == 3
+    out, err = capsys.readouterr()
+    assert "nothing was trained" in out and "returned NaN/Inf rewards at update 3" in err
+    rebuilt = json.load(open(os.path.join(run, "summary.json")))
+    for key in ("status", "diverged", "diverged_runs", "divergences"):
+        assert rebuilt[key] == summary[key], key
 
 
 def test_a_kill_during_a_save_leaves_the_previous_checkpoint(tmp_path, finished_run, monkeypatch):
