@@ -165,7 +165,7 @@ def _run(exp: Experiment, args, what: str):
 
 def _stopped(result, command: str) -> int | None:
     """The exit status (after one line) of a run that stopped early; None if it finished."""
-    if result.diverged is not None:
+    if result.diverged is not None and command == "train":  # a sweep goes on: cmd_sweep
         what, fix = describe_divergence(result.diverged, result.config)
         kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
                 f"{result.run_dir}" if result.good_update else
@@ -269,15 +269,27 @@ def cmd_sweep(args) -> int:
     print(SweepResult(sweep_rows(result), result, result.run_dir).table())
     if result.rebuilt:
         _say_rebuilt(result)
-        return 0
     s = result.summary
+    if result.diverged is not None:  # the first diverged agent's cause, by its source
+        d = result.diverged
+        what, fix = describe_divergence(d, result.config, f"agent {d.run}: "
+                                        f"{exp.run_names()[d.run]}")
+        n = len(s["diverged_runs"])
+        if result.status == "diverged":
+            print(f"jaxppo sweep: error: every agent diverged ({n} of {exp.num_runs}); the "
+                  f"first: {what}; {fix}", file=sys.stderr)
+            return 3
+        print(f"note: {n} of {exp.num_runs} agents diverged; the first: {what}; {fix}",
+              file=sys.stderr)
+    if result.rebuilt:
+        return 0
     print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")
     return 0
 
 
 def cmd_eval(args) -> int:
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
-        if path:
+        if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played
     out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
     if out is not None and os.path.isdir(run_dir_of(args.run_dir)):

@@ -88,10 +88,26 @@ def find_nonfinite(metrics: dict[str, np.ndarray], first_update: int) -> Diverge
     return Divergence(run, first_update + j + 1, source)
 
 
-def describe_divergence(d: Divergence, config: PPOConfig) -> tuple[str, str]:
+def run_divergences(metrics: dict[str, np.ndarray], first_update: int) -> list[Divergence]:
+    """Each run's first non-finite update in a chunk, with its source: a sweep goes on past a
+    diverged agent, and records every agent's own cause."""
+    bad = np.asarray(metrics["nonfinite"]) > 0  # [R, C]
+    codes = np.asarray(metrics["nonfinite_source"])
+    out = []
+    for run in np.flatnonzero(bad.any(axis=1)):
+        j = int(np.argmax(bad[run]))
+        code = int(codes[run, j])
+        source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"
+        out.append(Divergence(int(run), first_update + j + 1, source))
+    return out
+
+
+def describe_divergence(d: Divergence, config: PPOConfig, who: str | None = None
+                        ) -> tuple[str, str]:
     """`(what happened, the fix)` for a diverged run, by its source: an env's NaN/Inf output
-    or empty mask is the env's bug (no lr hint); a normaliser overflows on huge inputs."""
-    at = f"at update {d.update} (seed {d.run})"
+    or empty mask is the env's bug (no lr hint); a normaliser overflows on huge inputs.
+    `who` names the run (a sweep's agent); by default its seed index."""
+    at = f"at update {d.update} ({who or f'seed {d.run}'})"
     env = f"environment {config.env_id!r}"
     if d.source in ("env_obs", "env_reward"):
         what = "observations" if d.source == "env_obs" else "rewards"
@@ -157,7 +173,7 @@ class Experiment:
       devices / mesh / shard: split the runs (`"seeds"`) or each run's envs (`"envs"`) over
         `devices` (an int or "all") or a given `jax.sharding.Mesh`.
       callbacks: `jaxppo.Callback`s or functions of a `ChunkEvent` (return False, or any
-        false value but None, to stop).
+        false value but None, to stop; an array is refused: it has no truth value).
         A `CsvLogger`, `TensorBoardLogger`, `Checkpointer` or `SummaryFile` given here replaces
         the built-in one; `builtin_callbacks=False` keeps only yours (and the progress).
       stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
@@ -345,6 +361,9 @@ class Experiment:
         inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
         t_start = time.perf_counter()
         loop = self._loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
+        if resume and run_dir is not None and not self.stop_on_divergence:  # a sweep's record
+            loop.divergences = _logged_divergences(run_dir, self.num_runs)
+            loop.diverged_runs[list(loop.divergences)] = True
         try:
             for cb in callbacks:
                 cb.on_start(info)
@@ -380,6 +399,7 @@ class Experiment:
         loop = _Loop(self, info, self._initial_stats(), [], time.perf_counter())
         loop.status = "finished"
         loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs)
+        loop.divergences = _logged_divergences(run_dir, self.num_runs)
         result = loop.result(resume["runner"])
         result.wall_s, result.compile_s = loop.stats.wall_before, None
         result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
@@ -450,6 +470,7 @@ class _Loop:
         self.stop_signal = None
         self.diverged: Divergence | None = None
         self.diverged_runs = np.zeros(info.num_runs, bool)
+        self.divergences: dict[int, Divergence] = {}  # each run's first, by run
         self.good_runner, self.good_update = None, (info.start_update or None)
         self.chunks: list[dict] = []
         self.stop_flag = None
@@ -462,13 +483,14 @@ class _Loop:
         self.chunks.append(m)
         bad = find_nonfinite(m, chunk.first_update)
         self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
+        for d in run_divergences(m, chunk.first_update):
+            self.divergences.setdefault(d.run, d)
         event = ChunkEvent(self.info, chunk.first_update, chunk.update, m,
                            self.stats.wall_before + chunk.wall_s, chunk.chunk_s, self.compile_s,
                            self.stats, runner, bad)
         go_on = True
         for cb in self.callbacks:
-            said = cb.on_chunk(event)
-            if said is not None and not said:  # False, np.False_, 0: stop; None: go on
+            if _says_stop(cb, cb.on_chunk(event)):
                 go_on = False
         if bad is not None and self.exp.stop_on_divergence:  # the same on every process
             self.status, self.diverged = "diverged", bad
@@ -494,6 +516,10 @@ class _Loop:
         returns = stats.final_return
         mean, std = mean_std_or_none(returns)
         dev = jax.devices()[0]
+        if self.diverged is None and self.divergences:  # a sweep goes on: its first, by update
+            self.diverged = min(self.divergences.values(), key=lambda d: (d.update, d.run))
+        if self.status == "finished" and self.diverged_runs.all():
+            self.status = "diverged"  # every agent: nothing in the run is a result
         summary = {
             "env_id": c.env_id,
             "num_runs": exp.num_runs,
@@ -516,6 +542,7 @@ class _Loop:
             "finished": self.status == "finished",
             "diverged": None if self.diverged is None else self.diverged._asdict(),
             "diverged_runs": [int(i) for i in np.flatnonzero(self.diverged_runs)],
+            "divergences": [d._asdict() for _, d in sorted(self.divergences.items())],
             "device": dev.device_kind,
             "platform": dev.platform,
             "peak_device_bytes": peak_device_bytes(dev),
@@ -534,6 +561,23 @@ class _Loop:
 
 
 @quiet_nonfinite
+def _says_stop(cb: Callback, said: Any) -> bool:
+    """False, np.False_, 0: stop; None or a true value: go on. An array (of any size) has no
+    truth value: refused, naming the callback, rather than NumPy's error naming nothing."""
+    if said is None:
+        return False
+    if np.ndim(said) == 0:
+        try:
+            return not bool(said)
+        except (TypeError, ValueError):
+            pass
+    fn = getattr(cb, "fn", cb)  # a plain function, wrapped as a FunctionCallback
+    name = getattr(fn, "__name__", type(fn).__name__)
+    shape = f" of shape {np.shape(said)}" if np.ndim(said) else ""
+    raise TypeError(f"callback {name} returned a {type(said).__name__}{shape}; an on_chunk "
+                    "callback returns a bool (False stops the run) or None")
+
+
 def _end_all(callbacks: list[Callback], result: RunResult) -> BaseException | None:
     """Every callback's `on_end`, even after one fails (so the checkpoint is still saved and
     the other logs closed); returns the first failure."""
@@ -638,12 +682,26 @@ def _diverged_runs(run_dir: str, runner, num_runs: int) -> np.ndarray:
         x = np.asarray(x)
         if np.issubdtype(x.dtype, np.floating):
             bad |= ~np.isfinite(x.reshape(num_runs, -1)).all(axis=1)
-    log = os.path.join(run_dir, "metrics.csv")
-    if os.path.isfile(log):
-        for r in parse_metrics_log(log)[0]:
-            if r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs:
-                bad[int(r["run"])] = True
+    for run in _logged_divergences(run_dir, num_runs):
+        bad[run] = True
     return bad
+
+
+def _logged_divergences(run_dir: str, num_runs: int) -> dict[int, Divergence]:
+    """Each run's first divergence as metrics.csv recorded it (`nonfinite`,
+    `nonfinite_source`): what a resumed or rebuilt sweep knew before its checkpoint."""
+    log, out = os.path.join(run_dir, "metrics.csv"), {}
+    if not os.path.isfile(log):
+        return out
+    for r in parse_metrics_log(log)[0]:
+        if not (r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs):
+            continue
+        code = int(float(r.get("nonfinite_source") or 0))
+        source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"
+        d = Divergence(int(r["run"]), int(r["update"]), source)
+        if d.run not in out or d.update < out[d.run].update:
+            out[d.run] = d
+    return out
 
 
 def _free_name(path: str) -> str:
@@ -767,7 +825,9 @@ class SweepTable(Callback):
         self.info = info
 
     def on_end(self, result: RunResult) -> None:
-        if result.status != "finished":
+        # a sweep whose every agent diverged ran to its end too: its table says so
+        if (result.status not in ("finished", "diverged")
+                or result.update < result.config.num_updates):
             return
         rows = result.summary["ranked"] = sweep_rows(result)
         run_dir, seeds = self.info.run_dir, rows[0]["seeds"]

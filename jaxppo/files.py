@@ -24,7 +24,9 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
     (and not the renderer or writer that would otherwise fail on it later)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
+    if not path:
+        reason = "the path is empty"
+    elif os.path.isdir(path):
         reason = "it is a directory"
     elif not os.path.exists(folder):
         reason = f"directory '{folder}' does not exist"
@@ -35,6 +37,13 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
     else:
         return
     raise UsageError(f"cannot write {what} to '{path}': {reason}; pass a writable path")
+
+
+def write_failed(path: str | os.PathLike, what: str, error: OSError) -> UsageError:
+    """A write that failed after `check_writable` passed (a disk full, a path such as /proc
+    that looks writable and is not): the path's fault, said as one line, not the writer's."""
+    return UsageError(f"cannot write {what} to '{os.fspath(path)}' "
+                      f"({error.strerror or error}); pass a writable path")
 
 
 def check_run_name(name: str) -> str:

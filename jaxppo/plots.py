@@ -39,7 +39,10 @@ def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str
 
 def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray,
                title: str) -> None:
-    """Final return per setting, mean +- std over seeds, best first."""
+    """Final return per setting, mean +- std over seeds, best first. A non-finite mean (a
+    diverged setting's Inf/NaN return) gets no bar: it would break the axis limits."""
+    means = np.where(np.isfinite(means), means, np.nan)
+    stds = np.where(np.isfinite(stds), stds, np.nan)
     order = np.argsort(-means)
     fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(labels) + 2), 4))
     ax.bar(range(len(labels)), means[order], yerr=stds[order], capsize=3)

@@ -73,6 +73,9 @@ class Policy(NamedTuple):
         None) or a batch of B; pass it to `act` and go on with the state `act` returns."""
         if not self.recurrent:
             raise UsageError(f"this policy ({self.config.network}) has no state; call act(obs)")
+        if batch is not None and not (_is_int(batch) and batch >= 0):
+            raise UsageError(f"batch {batch!r}: initial_state(B) takes the number of "
+                             "observations act gets (an int >= 0), or initial_state() for one")
         _, network, _ = _actor(self.config, self.env, self.env_params)
         carry = network.initial_carry(1 if batch is None else batch)
         return jax.tree.map(lambda c: c[0], carry) if batch is None else carry
@@ -92,11 +95,20 @@ class Policy(NamedTuple):
         if not deterministic and key is None:
             raise UsageError("Policy.act(obs, deterministic=False) samples and needs a PRNG key: "
                              "act(obs, key, deterministic=False)")
+        if not deterministic and key is not None and not _is_key(key):
+            raise UsageError(f"key {key!r}: Policy.act samples with a JAX PRNG key; pass a "
+                             "jax.random.key(...) (split it for each step)")
         env, _, act = _actor(self.config, self.env, self.env_params)
         if self.recurrent and state is None:
             raise UsageError("a recurrent policy acts from its state: "
                              "state = policy.initial_state(); action, state = "
                              "policy.act(obs, state=state)")
+        if not self.recurrent and state is not None:
+            raise UsageError(f"this policy ({self.config.network}) has no state; call act(obs) "
+                             "without state=")
+        if mask is not None and not env.discrete:
+            raise UsageError(f"{self.config.env_id} has continuous actions, which an action "
+                             "mask cannot restrict; call act(obs) without mask=")
         obs_shape = env.obs_shape
         obs = jnp.asarray(obs, jnp.float32)
         single = obs.shape == obs_shape
@@ -111,6 +123,8 @@ class Policy(NamedTuple):
                                  f"takes ({env.action_dim},) per observation")
         batch_obs = obs[None] if single else obs
         bounds = clip and not env.discrete
+        if batch_obs.shape[0] == 0:  # nothing to act on: no actions (the network divides by B)
+            return self._no_actions(act, batch_obs, key, deterministic, mask, state)
         if self.recurrent:
             self._check_state(state, None if single else obs.shape[0])
             hidden = jax.tree.map(lambda c: c[None], state) if single else state
@@ -125,6 +139,22 @@ class Policy(NamedTuple):
         if bounds:
             action = jnp.clip(action, env.action_low, env.action_high)
         return action[0] if single else action
+
+    def _no_actions(self, act, obs, key, deterministic: bool, mask, state):
+        """An empty batch's actions: [0, *action_shape] of the actions' dtype (and the empty
+        state it was given, checked), without running the network."""
+        one = obs.shape[1:]
+        args = dict(deterministic=deterministic,
+                    mask=None if mask is None else jax.ShapeDtypeStruct((1, *mask.shape[1:]),
+                                                                        bool))
+        if self.recurrent:
+            self._check_state(state, 0)
+            args["hidden"] = self.initial_state(1)
+        out = jax.eval_shape(functools.partial(act, **args), self.train_state,
+                             jax.ShapeDtypeStruct((1, *one), obs.dtype), key)
+        action = out[0] if self.recurrent else out
+        empty = jnp.zeros((0, *action.shape[1:]), action.dtype)
+        return (empty, state) if self.recurrent else empty
 
     def _check_state(self, state, batch: int | None) -> None:
         """A recurrent state that does not fit the observation(s) is one line naming the
@@ -141,6 +171,15 @@ class Policy(NamedTuple):
             raise UsageError(f"state of shape {shown}: this {self.config.network} policy's state "
                              f"for {what} has shape {expected} (policy.{call}); pass the state "
                              "act returned for the same observations")
+
+
+def _is_key(key) -> bool:
+    """A new-style `jax.random.key(...)`, or a legacy `PRNGKey` (uint32 [2]), unbatched."""
+    if not isinstance(key, jax.Array):
+        return False
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key.shape == ()
+    return key.dtype == jnp.uint32 and key.shape == (2,)
 
 
 def _is_int(x) -> bool:

@@ -20,7 +20,8 @@ from PIL import Image, ImageDraw
 import jaxppo.envs.brax_env as brax_env
 from jaxppo.config import PPOConfig
 from jaxppo.episodes import play_episode
-from jaxppo.files import check_writable
+from jaxppo.errors import UsageError
+from jaxppo.files import check_writable, write_failed
 from jaxppo.train import TrainState
 
 _CLASSIC_CONTROL = ("Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0",
@@ -41,7 +42,12 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
     venv, states, rewards, length = play_episode(config, train_state, key, deterministic,
                                                  env=env, env_params=env_params)
     if brax_env.is_brax_id(config.env_id):
-        brax_env.write_gif(venv.env, states, rewards, path)
+        try:
+            brax_env.write_gif(venv.env, states, rewards, path)
+        except OSError as e:
+            if e.filename not in (None, path):
+                raise
+            raise write_failed(path, "GIF", e) from None
         return length
     # gymnax's env modules create arrays on import: not before jax.distributed starts
     from gymnax.environments.environment import Environment
@@ -71,6 +77,8 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
 
             write_gif(Visualizer(venv.env, venv.params, states, np.array(rewards)), len(states),
                       path)
+    except UsageError:  # the GIF could not be written: the path's fault, not the renderer's
+        raise
     except Exception as e:  # noqa: BLE001 - a missing visualizer must not crash eval
         if type(e).__name__ in ("DependencyNotInstalled", "ModuleNotFoundError"):
             raise RuntimeError(f"rendering {config.env_id} needs gymnasium's classic-control "
@@ -116,7 +124,10 @@ def render_html(config: PPOConfig, train_state: TrainState, key: jax.Array, path
                            "gymnax environment (use --gif)")
     check_writable(path, "HTML")
     venv, states, _, length = play_episode(config, train_state, key, deterministic)
-    brax_env.write_html(venv.env, states, path)
+    try:
+        brax_env.write_html(venv.env, states, path)
+    except OSError as e:
+        raise write_failed(path, "HTML", e) from None
     return length
 
 
@@ -166,4 +177,8 @@ def _save_gif(frames: list, path: str, interval_ms: int) -> None:
     sample = np.concatenate([np.asarray(frames[i]) for i in picks], axis=0)
     palette = Image.fromarray(sample).quantize(colors=128)
     frames = [f.quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=interval_ms, loop=0)
+    try:
+        frames[0].save(path, save_all=True, append_images=frames[1:], duration=interval_ms,
+                       loop=0)
+    except OSError as e:  # drawing is done: only the file can have failed
+        raise write_failed(path, "GIF", e) from None

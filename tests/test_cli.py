@@ -178,6 +178,31 @@ def test_eval_gif_classic_control(tmp_path, capfd):
     assert "ALSA" not in err and "XDG_RUNTIME_DIR" not in err  # SDL's dummy drivers
 
 
+def test_eval_gif_that_cannot_be_written_is_the_paths_fault_exit_2(tmp_path, capsys,
+                                                                    monkeypatch):
+    _, run = train(tmp_path)
+    for flag in ("--gif", "--html"):  # an empty path is bad input, not "no picture"
+        capsys.readouterr()
+        assert main(["eval", run, "--episodes", "1", flag, ""]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("jaxppo eval: error: cannot write ") and "empty" in err, err
+    if sys.platform.startswith("linux"):  # /proc looks writable and is not
+        assert main(["eval", run, "--episodes", "1", "--gif", "/proc/x.gif"]) == 2
+        err = capsys.readouterr().err
+        assert "cannot write GIF to '/proc/x.gif' (" in err and "renderer" not in err, err
+    from PIL import Image
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Image.Image, "save", disk_full)
+    gif = str(tmp_path / "x.gif")
+    assert main(["eval", run, "--episodes", "1", "--gif", gif]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"jaxppo eval: error: cannot write GIF to '{gif}' (No space left on device); "
+                   "pass a writable path"], err
+
+
 def test_load_checkpoint_api(tmp_path):
     _, run = train(tmp_path, "--seeds", "3")
     ckpt = load_checkpoint(run)

@@ -348,11 +348,53 @@ def test_a_diverging_sweep_setting_is_flagged_not_fatal(tmp_path, capsys):
             str(tmp_path), "--run-name", "sweep", "--no-progress", "--no-tensorboard"]
     capsys.readouterr()
     assert main(argv) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "lr=1e+20" in out and "(diverged: 1/1 seeds)" in out
     rows = open(os.path.join(tmp_path, "sweep", "sweep.csv")).read().splitlines()
     assert rows[0].endswith("diverged_seeds")
     assert {r.split(",")[1]: r.split(",")[-1] for r in rows[1:]} == {"0.00025": "0", "1e+20": "1"}
+    notes = [line for line in err.splitlines() if "diverged" in line]  # the first one's cause
+    assert len(notes) == 1 and notes[0].startswith("note: 1 of 2 agents diverged; the first: "
+                                                   "training diverged: NaN/Inf in "), err
+    assert "(agent 1: 001_lr=1e+20_seed0)" in notes[0] and "lower lr" in notes[0]
+    summary = json.load(open(os.path.join(tmp_path, "sweep", "summary.json")))
+    assert summary["status"] == "finished" and summary["diverged_runs"] == [1]
+    assert summary["diverged"]["run"] == 1 and summary["divergences"] == [summary["diverged"]]
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # stderr holds the one line, no noise
+def test_a_sweep_whose_every_agent_diverged_is_not_a_success(tmp_path, capsys):
+    """An env returning NaN/Inf to every agent: the table, then one line naming the env, exit 3;
+    summary.json's `diverged` agrees with `diverged_runs` and records each agent's cause."""
+    argv = ["sweep", "--config", CARTPOLE, *TINY, "--set", "env_id=test/Poison-reward-v0",
+            "--set", "total_timesteps=384", "--grid", "lr=1e-3,3e-4", "--seeds", "2",
+            "--logdir", str(tmp_path), "--run-name", "sweep", "--no-progress", "--no-tensorboard"]
+    capsys.readouterr()
+    assert main(argv) == 3
+    out, err = capsys.readouterr()
+    assert "(diverged: 2/2 seeds)" in out
+    err = err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert err[0].startswith("jaxppo sweep: error: every agent diverged (4 of 4); the first: "
+                             "environment 'test/Poison-reward-v0' returned NaN/Inf rewards at "
+                             "update 3 (agent 0: 000_lr=0.001_seed0)"), err
+    assert "fix the env" in err[0] and "lower lr" not in err[0]
+    run = os.path.join(tmp_path, "sweep")
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    assert summary["status"] == "diverged" and summary["diverged_runs"] == [0, 1, 2, 3]
+    assert summary["diverged"] == {"run": 0, "update": 3, "source": "env_reward"}
+    assert summary["divergences"] == [{"run": r, "update": 3, "source": "env_reward"}
+                                      for r in range(4)]
+    assert os.path.isfile(os.path.join(run, "sweep.csv"))  # it ran to its end: ranked, flagged
+    # Killed before its results were written: the rebuild reads each cause from metrics.csv.
+    for name in ("summary.json", "sweep.csv"):
+        os.remove(os.path.join(run, name))
+    assert main(["sweep", "--resume", run, "--no-progress"]) == 3
+    out, err = capsys.readouterr()
+    assert "nothing was trained" in out and "returned NaN/Inf rewards at update 3" in err
+    rebuilt = json.load(open(os.path.join(run, "summary.json")))
+    for key in ("status", "diverged", "diverged_runs", "divergences"):
+        assert rebuilt[key] == summary[key], key
 
 
 def test_a_kill_during_a_save_leaves_the_previous_checkpoint(tmp_path, finished_run, monkeypatch):

@@ -123,6 +123,22 @@ def test_an_exception_in_a_callback_surfaces_and_leaves_a_checkpoint(tmp_path, w
     assert_same_run(whole[1], run)
 
 
+@pytest.mark.parametrize("said", [np.array([]), np.array([False, False])])
+def test_a_callback_returning_an_array_is_named_and_the_run_keeps_its_checkpoint(tmp_path,
+                                                                                  said):
+    """An array has no truth value: one line naming the callback and what it must return,
+    not NumPy's 'truth value of an array is ambiguous' naming nothing."""
+    def per_seed(event):
+        return said if event.update == 12 else None
+
+    with pytest.raises(TypeError) as caught:
+        experiment(tmp_path, callbacks=[per_seed]).run()
+    msg = str(caught.value)
+    assert "per_seed" in msg and f"of shape {said.shape}" in msg, msg
+    assert msg.startswith("callback per_seed returned a ndarray") and "bool" in msg, msg
+    assert load_checkpoint(os.path.join(str(tmp_path), "run")).update in (6, 12)
+
+
 def test_sigint_stops_at_the_chunk_and_resume_equals_uninterrupted(tmp_path, whole):
     def interrupt(event):
         if event.update == 6:

@@ -220,3 +220,38 @@ def test_a_recurrent_state_of_the_wrong_shape_is_one_line(tmp_path):
         policy.act(obs1, state=jnp.zeros((5,)))
     with pytest.raises(UsageError, match=r"for a batch of 3 has shape \(3, 8\)"):
         policy.act(np.stack([obs1] * 3), state=policy.initial_state())
+
+
+def _one_line(call, *words):
+    with pytest.raises(UsageError) as e:
+        call()
+    msg = str(e.value)
+    assert "\n" not in msg and all(w in msg for w in words), (words, msg)
+
+
+def test_an_empty_batch_acts_nothing_and_bad_arguments_are_one_line(cartpole, tmp_path):
+    run, *_ = cartpole
+    policy = load_policy(run)
+    obs = np.zeros((2, 4), np.float32)
+    for deterministic in (True, False):  # an empty batch: no actions, of the actions' dtype
+        empty = policy.act(np.zeros((0, 4)), jax.random.key(0), deterministic=deterministic)
+        assert empty.shape == (0,) and empty.dtype == policy.act(obs).dtype
+    _one_line(lambda: policy.act(obs, key=0, deterministic=False), "jax.random.key(")
+    _one_line(lambda: policy.act(obs, jnp.zeros(3), deterministic=False), "jax.random.key(")
+    _one_line(lambda: policy.act(obs, state=jnp.zeros((2, 8))), "has no state", "state=")
+    for name in ("gru", "pendulum"):
+        (tmp_path / name).mkdir()
+
+    gru = _saved(tmp_path / "gru", PPOConfig(
+        env_id="probe/Memory-v0", network="gru", rnn_size=8, hidden_sizes=(8,), num_envs=2,
+        num_steps=4, num_minibatches=1, total_timesteps=8))
+    obs_shape = ev.VecEnv.from_config(gru.config, 1).obs_shape
+    action, state = gru.act(np.zeros((0, *obs_shape)), state=gru.initial_state(0))
+    assert action.shape == (0,) and state.shape == (0, 8)
+    for batch in (-1, 2.5, True, "3"):
+        _one_line(lambda b=batch: gru.initial_state(b), f"batch {batch!r}", "initial_state(")
+
+    pendulum = _saved(tmp_path / "pendulum", PPOConfig(
+        env_id="Pendulum-v1", num_envs=2, num_steps=8, num_minibatches=1, total_timesteps=16,
+        hidden_sizes=(8,)))
+    _one_line(lambda: pendulum.act(np.zeros(3), mask=[True]), "continuous", "mask=")
