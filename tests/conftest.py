@@ -70,6 +70,8 @@ class Endless:
 class NoAction(Poison):
     """Two actions, both masked from step 40 on."""
 
+    num_actions_ = 2
+
     def action_mask(self, state, params):
         return jax.numpy.full((2,), state.time < 40)
 
