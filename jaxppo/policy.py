@@ -122,7 +122,6 @@ class Policy(NamedTuple):
                 raise UsageError(f"action mask of shape {mask.shape}: {self.config.env_id} "
                                  f"takes ({env.action_dim},) per observation")
         batch_obs = obs[None] if single else obs
-        bounds = clip and not env.discrete
         if batch_obs.shape[0] == 0:  # nothing to act on: no actions (the network divides by B)
             return self._no_actions(act, batch_obs, key, deterministic, mask, state)
         if self.recurrent:
@@ -130,14 +129,12 @@ class Policy(NamedTuple):
             hidden = jax.tree.map(lambda c: c[None], state) if single else state
             action, hidden = act(self.train_state, batch_obs, key, deterministic=deterministic,
                                  mask=mask, hidden=hidden)
-            if bounds:
-                action = jnp.clip(action, env.action_low, env.action_high)
+            action = env.clip_action(action) if clip else action
             if single:
                 return action[0], jax.tree.map(lambda c: c[0], hidden)
             return action, hidden
         action = act(self.train_state, batch_obs, key, deterministic=deterministic, mask=mask)
-        if bounds:
-            action = jnp.clip(action, env.action_low, env.action_high)
+        action = env.clip_action(action) if clip else action
         return action[0] if single else action
 
     def _no_actions(self, act, obs, key, deterministic: bool, mask, state):

@@ -204,13 +204,17 @@ class VecEnv:
         rand = jax.tree.map(lambda x: x[0], self.draw_randomness(key, 1))
         return self.step_with(rand, state, action)
 
+    def clip_action(self, action: jax.Array) -> jax.Array:
+        """A continuous action clipped to the action space's bounds (discrete ones as they are):
+        what the env is stepped with, in training, evaluation and `Policy.act`."""
+        return action if self.discrete else jnp.clip(action, self.action_low, self.action_high)
+
     def step_with(self, rand: StepRandomness, state: EnvState,
                   action: jax.Array) -> tuple[EnvState, EnvStep]:
         """Step every env once; episodes that end are reset in the same call (gymnax's rule:
         the reset state replaces the stepped one where terminated or truncated)."""
-        if not self.discrete:
-            # Step with the clipped action; the learner keeps the sampled one for its log-prob.
-            action = jnp.clip(action, self.action_low, self.action_high)
+        # Step with the clipped action; the learner keeps the sampled one for its log-prob.
+        action = self.clip_action(action)
         final_obs, inner_st, reward, terminated, truncated, mask_st, metrics = jax.vmap(
             self._step_one)(rand.step_key, state.inner, action)
         ep_return = state.episode_return + reward
