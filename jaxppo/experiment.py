@@ -788,8 +788,9 @@ def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
 @quiet_nonfinite
 def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.ndarray,
                   seeds: int) -> list[dict]:
-    """Settings best first by their mean final return over the seeds that have one (NaN: no
-    episode ended); a setting none of whose seeds has a return ranks last, its mean None."""
+    """Settings best first by their mean final return over the seeds that have a finite one
+    (NaN: no episode ended; NaN/Inf of a diverged seed, flagged apart); a setting none of whose
+    seeds has one ranks last, its mean None."""
     final = np.asarray(final_return, float).reshape(len(settings), seeds)
     bad = np.asarray(diverged, bool).reshape(len(settings), seeds)
     stats = [mean_std_or_none(row) for row in final]
@@ -798,7 +799,8 @@ def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.n
     return [{"rank": rank, "setting": settings[g], "label": setting_label(settings[g]),
              "final_return_mean": stats[g][0], "final_return_std": stats[g][1],
              "seeds": seeds, "diverged_seeds": int(bad[g].sum()),
-             "seeds_without_return": int(np.isnan(final[g]).sum()),
+             # NaN with no divergence: no episode ended (a diverged seed is counted above)
+             "seeds_without_return": int((~np.isfinite(final[g]) & ~bad[g]).sum()),
              "runs": list(range(g * seeds, (g + 1) * seeds))}
             for rank, g in enumerate(order, 1)]
 

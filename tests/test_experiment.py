@@ -258,6 +258,10 @@ def test_a_setting_without_any_return_ranks_last_and_shows_none():
     table = SweepResult(rows, None, None).table().splitlines()
     assert "none" in table[3] and "no episode ended: 2/2 seeds" in table[3]
     assert "no episode ended: 1/2 seeds" in table[1]
+    # A diverged seed's NaN/Inf is the divergence, not "no episode ended", and not averaged in.
+    rows = rank_settings([{"lr": 1.0}], np.array([np.inf, 2.0]), np.array([True, False]), 2)
+    assert rows[0]["final_return_mean"] == 2.0 and rows[0]["seeds_without_return"] == 0
+    assert rows[0]["diverged_seeds"] == 1
 
 
 def test_a_sweep_without_episodes_writes_none_not_zero(tmp_path):
