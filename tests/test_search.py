@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from jaxppo import ConfigError, load_config
-from jaxppo.config import parse_overrides
 from jaxppo.cli import main
+from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.experiment import resume_sweep, sweep
 from jaxppo.search import check_space, draw_settings, parse_space, random_search
