@@ -66,6 +66,7 @@ class RunInfo:
     # or (first, last, run) ranges (one run's): lost to a damaged log and recorded by a
     # `repair_log` resume (checkpoints and summary.json carry them on; logger.encode_gaps).
     log_gaps: tuple = ()
+    search: dict | None = None  # a random sweep's space, trials and seed (summary.json's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +262,8 @@ class Checkpointer(Callback):
                 extra["settings"] = self.info.settings
             if self.info.env is not None:
                 extra["env"] = self.info.env
+            if self.info.search is not None:
+                extra["search"] = self.info.search
             if self.info.log_gaps:
                 extra["log_gaps"] = [list(g) for g in self.info.log_gaps]
             save_checkpoint(self.info.run_dir, host, self.info.config, good.update,

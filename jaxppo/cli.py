@@ -2,6 +2,7 @@
 
     jaxppo train --config configs/cartpole.yaml [--seeds 8] [--set lr=1e-3]
     jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
+    jaxppo sweep --config configs/cartpole.yaml --search random --trials 16 --space lr=1e-4:1e-2:log
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
     jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
@@ -44,6 +45,7 @@ from jaxppo.logger import WandbLogger
 from jaxppo.policy import evaluate, load_policy
 from jaxppo.render import NoRenderer, render_gif, render_html
 from jaxppo.report import parse_normalize, report
+from jaxppo.search import parse_space, random_search
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -231,10 +233,31 @@ def _refuse_with_resume(args) -> None:
     given = [f for f, v in (("--config", args.config), ("--set", args.set),
                             ("--seeds", args.seeds), ("--seed", args.seed),
                             ("--run-name", args.run_name), ("--logdir", args.logdir),
-                            ("--grid", getattr(args, "grid", None))) if v]
+                            ("--grid", getattr(args, "grid", None)),
+                            ("--space", getattr(args, "space", None)),
+                            ("--search", getattr(args, "search", None)),
+                            ("--trials", getattr(args, "trials", None))) if v]
     if given:
         raise UsageError(f"--resume continues a run with its own config, seeds and run "
                          f"directory: drop {', '.join(given)}")
+
+
+def _sweep_settings(args, config) -> tuple[list[dict], dict | None]:
+    """A sweep's settings: `--grid`'s every combination, or `--trials` drawn from `--space`
+    (`--search random`) with the sweep's seed; and the search's record (None for a grid)."""
+    if (args.search or "grid") == "grid":
+        if args.space:
+            raise UsageError("--space is for --search random; a grid sweep takes --grid "
+                             "KEY=V1,V2,...")
+        if args.trials is not None:
+            raise UsageError("--trials is for --search random (a grid runs every combination)")
+        return grid_settings(parse_grid(args.grid)), None
+    if args.grid:
+        raise UsageError("--grid is for --search grid; a random search takes --space "
+                         "KEY=LOW:HIGH[:log] or KEY=a,b,c")
+    if args.trials is None:
+        raise UsageError("--search random needs --trials N (how many settings to draw)")
+    return random_search(config, parse_space(args.space), args.trials, args.seed or 0, cli=True)
 
 
 def cmd_sweep(args) -> int:
@@ -255,9 +278,10 @@ def cmd_sweep(args) -> int:
     else:
         _refuse_repair_log(args)
         config = load_config(require_config(args), parse_overrides(args.set))
-        settings = grid_settings(parse_grid(args.grid))
+        settings, search = _sweep_settings(args, config)
         exp = Experiment(config, seeds=args.seeds or 1, hparams=settings, seed=args.seed or 0,
-                         logdir=args.logdir or "runs", run_name=args.run_name, **opts)
+                         logdir=args.logdir or "runs", run_name=args.run_name, search=search,
+                         **opts)
     n = len(exp.settings)
     result, code = _run(exp, args, f"jaxppo sweep: {exp.config.env_id} | {n} settings x "
                                    f"{exp.seeds} seeds = {exp.num_runs} agents in one program")
@@ -437,6 +461,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
     common(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
+    s.add_argument("--search", choices=("grid", "random"), default=None,
+                   help="grid (default): every --grid combination; random: --trials settings "
+                        "drawn from --space with --seed")
+    s.add_argument("--space", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|a,b,c",
+                   help="with --search random: a float hyperparameter's range or choices")
+    s.add_argument("--trials", type=positive_int("--trials"), default=None, metavar="N",
+                   help="with --search random: how many settings to draw")
     s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
     s.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
                    metavar="UPDATES", help="save a checkpoint every this many updates")

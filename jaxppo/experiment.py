@@ -6,6 +6,7 @@ users of it; so is a notebook:
     result = jaxppo.Experiment(config, seeds=8, callbacks=[my_fn]).run()
     result = jaxppo.Experiment.resume("runs/CartPole-v1__...")      # after Ctrl-C or kill -9
     table = jaxppo.sweep(config, {"lr": [1e-4, 3e-4]}, seeds=4)
+    table = jaxppo.sweep(config, space={"lr": (1e-4, 1e-2, "log")}, search="random", trials=16)
 
 With `logdir=None` nothing is written: the same code, no files (a notebook, a benchmark).
 A run directory has one writer at a time (an OS lock held for the run's life).
@@ -62,6 +63,7 @@ from jaxppo.logger import (
 )
 from jaxppo.machine import peak_device_bytes
 from jaxppo.plots import plot_sweep
+from jaxppo.search import random_search
 from jaxppo.sharding import make_placement
 from jaxppo.stats import RunStats, mean_std_or_none, quiet_nonfinite, returns_or_none
 from jaxppo.train import NONFINITE_SOURCES
@@ -182,6 +184,8 @@ class Experiment:
       env / env_params: an environment instance to train on instead of the one
         `config.env_id` names (which then only labels the run); resuming such a run needs the
         same instance again: `Experiment.resume(run_dir, env=..., env_params=...)`.
+      search: how a sweep's `hparams` were found (a random search's space, trials and seed),
+        recorded in the checkpoint and summary.json (`search`).
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
@@ -192,7 +196,7 @@ class Experiment:
                  shard: str = "seeds", callbacks: Sequence[Any] = (),
                  builtin_callbacks: bool = True, stop_on_divergence: bool | None = None,
                  chunk_updates: int | None = None, donate: bool | None = None,
-                 env: Any = None, env_params: Any = None):
+                 env: Any = None, env_params: Any = None, search: dict | None = None):
         if not isinstance(config, PPOConfig):
             raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
         if int(seeds) < 1:
@@ -207,6 +211,7 @@ class Experiment:
             # Plain floats: they go into checkpoints and summary.json (numpy scalars would not).
             self.settings = [{k: float(v) for k, v in s.items()} for s in self.settings]
         self.num_runs = self.seeds * (1 if self.settings is None else len(self.settings))
+        self.search = search
         self.logdir = logdir
         self.run_name = None if run_name is None else check_run_name(run_name)
         self.checkpoint_every, self.checkpoint_every_s = checkpoint_every, checkpoint_every_s
@@ -239,7 +244,7 @@ class Experiment:
         finished run whose `summary.json` (or a sweep's `sweep.csv`) is missing or unreadable
         gets them rebuilt from the checkpoint's running account by `run()`, without training
         (a damaged one kept as `summary.json.damaged`)."""
-        for key in ("seeds", "hparams", "seed", "logdir", "run_name"):
+        for key in ("seeds", "hparams", "seed", "logdir", "run_name", "search"):
             if key in kwargs:
                 raise UsageError(f"resume continues a run with its own {key}; drop it")
         repair_log = bool(kwargs.pop("repair_log", False))
@@ -265,7 +270,8 @@ class Experiment:
         seeds = ckpt.num_runs // (len(settings) if settings else 1)
         exp = cls(config, seeds=seeds, hparams=settings, seed=int(extra.get("seed", 0)),
                   logdir=os.path.dirname(os.path.abspath(run_dir)),
-                  run_name=os.path.basename(os.path.abspath(run_dir)), **kwargs)
+                  run_name=os.path.basename(os.path.abspath(run_dir)),
+                  search=extra.get("search"), **kwargs)
         exp._resume = {"run_dir": run_dir, "update": update, "runner": ckpt.runner_state,
                        "extra": extra, "log_gaps": tuple(gaps), "keep_damaged_log": damaged,
                        "rebuild": rebuild}
@@ -356,7 +362,7 @@ class Experiment:
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
                        self.settings, driver.chunk_updates, placement.description,
                        env=None if self.env is None else describe_env(self.env, self.env_params),
-                       log_gaps=resume["log_gaps"] if resume else ())
+                       log_gaps=resume["log_gaps"] if resume else (), search=self.search)
         callbacks = self._callbacks(run_dir is not None, main)
         inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
         t_start = time.perf_counter()
@@ -395,7 +401,7 @@ class Experiment:
         resume["ran"] = True
         run_dir = resume["run_dir"]
         info = RunInfo(c, self.num_runs, self.run_names(), run_dir, resume["update"], self.seed,
-                       self.settings, 0, log_gaps=resume["log_gaps"])
+                       self.settings, 0, log_gaps=resume["log_gaps"], search=self.search)
         loop = _Loop(self, info, self._initial_stats(), [], time.perf_counter())
         loop.status = "finished"
         loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs)
@@ -551,6 +557,8 @@ class _Loop:
         if exp.settings is not None:
             summary["settings"] = exp.settings
             summary["seeds"] = exp.seeds
+            if exp.search is not None:
+                summary["search"] = exp.search
         # lost from metrics.csv, recorded by a repair_log resume
         summary.update(gaps_summary(self.info.log_gaps, exp.num_runs))
         return RunResult(c, exp.num_runs, self.status, stats.update, returns, stats.solved,
@@ -850,19 +858,36 @@ class SweepTable(Callback):
                    f"{result.config.env_id}: {seeds} seed(s) per setting")
 
 
-def sweep(config: PPOConfig, grid: dict[str, Sequence[float]], seeds: int = 1,
+def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, seeds: int = 1, *,
+          space: dict | None = None, search: str = "grid", trials: int | None = None,
           **kwargs) -> SweepResult:
-    """Every setting of `grid` x `seeds` seeds in one compiled program; the ranked table.
+    """Every setting of `grid` (or `trials` settings drawn at random from `space`) x `seeds`
+    seeds in one compiled program; the ranked table.
 
+    `search="random"` draws the settings once on the host from `seed` (default 0, also the
+    runs' base seed): `space` maps a float hyperparameter to `(low, high)`, `(low, high,
+    "log")` (log-uniform) or a list of choices; summary.json records it (`search`).
     With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
     (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
     and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
     A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
-    `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, ...)."""
-    if not grid:
-        raise ConfigError("sweep needs at least one hyperparameter with a list of values")
-    settings = grid_settings({k: list(v) for k, v in grid.items()})
-    result = Experiment(config, seeds=seeds, hparams=settings, **kwargs).run()
+    `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, `seed`, ...)."""
+    record = None
+    if search == "random":
+        if grid is not None:
+            raise ConfigError("search='random' draws from space=...; a grid is search='grid'")
+        if trials is None:
+            raise ConfigError("search='random' needs trials=N (how many settings to draw)")
+        settings, record = random_search(config, space, trials, kwargs.get("seed", 0))
+    elif search == "grid":
+        if space is not None or trials is not None:
+            raise ConfigError("space=/trials= are for search='random'; a grid sweep takes grid")
+        if not grid:
+            raise ConfigError("sweep needs at least one hyperparameter with a list of values")
+        settings = grid_settings({k: list(v) for k, v in grid.items()})
+    else:
+        raise ConfigError(f"search: got {search!r}; use 'grid' or 'random'")
+    result = Experiment(config, seeds=seeds, hparams=settings, search=record, **kwargs).run()
     return SweepResult(sweep_rows(result), result, result.run_dir)
 
 

@@ -1,0 +1,160 @@
+"""Random search (`jaxppo sweep --search random`, `jaxppo.sweep(space=..., search="random")`):
+the space's parsing and its faults (one line, exit 2, nothing written), the draw's
+reproducibility and bounds, and a tiny random sweep end to end, resumed bit-exactly."""
+
+import csv
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from jaxppo import ConfigError, load_config
+from jaxppo.cli import main
+from jaxppo.config import parse_overrides
+from jaxppo.errors import UsageError
+from jaxppo.experiment import resume_sweep, sweep
+from jaxppo.search import check_space, draw_settings, parse_space, random_search
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
+SETS = ["total_timesteps=512", "num_envs=4", "num_steps=16", "hidden_sizes=[16,16]"]
+TINY = [a for s in SETS for a in ("--set", s)] + ["--no-tensorboard", "--no-progress"]
+SPACE = ["--space", "lr=1e-4:1e-2:log", "--space", "ent_coef=0:0.02",
+         "--space", "clip_eps=0.1,0.2,0.3"]
+
+
+def run_cli(capsys, argv):
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_parse_space():
+    space = parse_space(["lr=1e-4:1e-2:log", "ent_coef=0:0.02", "clip_eps=0.1,0.2,0.3"])
+    assert space == {"lr": ("log", 1e-4, 1e-2), "ent_coef": ("uniform", 0.0, 0.02),
+                     "clip_eps": ("choice", [0.1, 0.2, 0.3])}
+    # the Python form checks to the same entries
+    assert check_space({"lr": (1e-4, 1e-2, "log"), "ent_coef": (0, 0.02),
+                        "clip_eps": [0.1, 0.2, 0.3]}) == space
+
+
+BAD_CLI = {  # (argv after the config, culprits the one line must name)
+    "empty space": (["--search", "random", "--trials", "2"], ["--space"]),
+    "low >= high": (["--search", "random", "--trials", "2", "--space", "lr=1e-2:1e-4"],
+                    ["--space lr", "LOW"]),
+    "log of <= 0": (["--search", "random", "--trials", "2", "--space", "ent_coef=0:0.1:log"],
+                    ["--space ent_coef", "LOW > 0"]),
+    "unknown key": (["--search", "random", "--trials", "2", "--space", "lrr=0:1"],
+                    ["--space lrr", "ent_coef"]),
+    "static key": (["--search", "random", "--trials", "2", "--space", "num_envs=4:8"],
+                   ["--space num_envs", "lr, gamma"]),
+    "no value": (["--search", "random", "--trials", "2", "--space", "lr"], ["--space", "lr"]),
+    "not numbers": (["--search", "random", "--trials", "2", "--space", "lr=a:b"],
+                    ["--space lr=a:b"]),
+    "bad suffix": (["--search", "random", "--trials", "2", "--space", "lr=1e-4:1e-2:ln"],
+                   ["--space lr=1e-4:1e-2:ln"]),
+    "trials 0": (["--search", "random", "--trials", "0", "--space", "lr=1e-4:1e-2"],
+                 ["--trials"]),
+    "no trials": (["--search", "random", "--space", "lr=1e-4:1e-2"], ["--trials"]),
+    "trials with grid": (["--grid", "lr=1e-3", "--trials", "3"], ["--trials", "--search random"]),
+    "space with grid": (["--search", "grid", "--space", "lr=1e-4:1e-2"],
+                        ["--space", "--search random"]),
+    "space alone": (["--space", "lr=1e-4:1e-2"], ["--space", "--search random"]),
+    "grid with random": (["--search", "random", "--trials", "2", "--grid", "lr=1e-3"],
+                         ["--grid", "--space"]),
+    "key twice": (["--search", "random", "--trials", "2", "--space", "lr=1e-4:1e-3",
+                   "--space", "lr=1e-3:1e-2"], ["--space lr", "twice"]),
+    "out of range": (["--search", "random", "--trials", "2", "--space", "clip_eps=0:0.3"],
+                     ["--space clip_eps", "clip_eps"]),
+    "bad choice": (["--search", "random", "--trials", "2", "--space", "gamma=0.9,1.5"],
+                   ["--space gamma", "1.5"]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_CLI))
+def test_bad_space_is_one_line_and_writes_nothing(tmp_path, capsys, name):
+    argv, culprits = BAD_CLI[name]
+    code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, *argv, "--logdir",
+                                 str(tmp_path / "runs"), "--no-progress"])
+    assert code == 2, err
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    for c in culprits:
+        assert c in err[0], (c, err[0])
+    assert not os.path.exists(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(space={}, search="random", trials=2),
+    dict(space={"lr": (1e-2, 1e-4)}, search="random", trials=2),
+    dict(space={"lr": (0.0, 1e-2, "log")}, search="random", trials=2),
+    dict(space={"num_envs": [4, 8]}, search="random", trials=2),
+    dict(space={"clip_eps": (0.0, 0.3)}, search="random", trials=2),
+    dict(space={"lr": (1e-4, 1e-2)}, search="random", trials=0),
+    dict(space={"lr": (1e-4, 1e-2)}, search="random"),
+    dict(space={"lr": (1e-4, 1e-2)}, search="grid", trials=2),
+    dict(space={"lr": (1e-4, 1e-2)}, search="bayes", trials=2),
+], ids=["empty", "low-high", "log-0", "static", "range", "trials-0", "no-trials", "grid",
+        "unknown-search"])
+def test_python_api_refuses_bad_spaces(tiny_config, tmp_path, kwargs):
+    with pytest.raises(ConfigError):
+        sweep(tiny_config, logdir=str(tmp_path), **kwargs)
+    assert os.listdir(tmp_path) == []
+
+
+def test_draws_are_reproducible_and_inside_the_space():
+    space = parse_space(["lr=1e-4:1e-2:log", "ent_coef=0:0.02", "clip_eps=0.1,0.2,0.3"])
+    a, b = draw_settings(space, 2000, seed=0), draw_settings(space, 2000, seed=0)
+    assert a == b
+    assert a != draw_settings(space, 2000, seed=1)
+    lr = np.array([s["lr"] for s in a])
+    ent = np.array([s["ent_coef"] for s in a])
+    assert ((1e-4 <= lr) & (lr <= 1e-2)).all() and ((0 <= ent) & (ent <= 0.02)).all()
+    assert {s["clip_eps"] for s in a} == {0.1, 0.2, 0.3}
+    # log-uniform: each decade holds about half the draws (uniform would put ~90% in the top)
+    low_decade = (np.log10(lr) < -3).mean()
+    assert 0.4 < low_decade < 0.6, low_decade
+    assert 0.4 < (ent < 0.01).mean() < 0.6
+    counts = np.unique([s["clip_eps"] for s in a], return_counts=True)[1]
+    assert counts.min() > 2000 / 3 * 0.8
+
+
+def test_a_random_sweep_end_to_end_and_its_resume(tmp_path, capsys):
+    code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, *TINY, "--search", "random",
+                                 "--trials", "3", *SPACE, "--seed", "5", "--logdir",
+                                 str(tmp_path), "--run-name", "cli"])
+    assert code == 0, err
+    config = load_config(CARTPOLE, parse_overrides(SETS))
+    space = {"lr": (1e-4, 1e-2, "log"), "ent_coef": (0.0, 0.02), "clip_eps": [0.1, 0.2, 0.3]}
+    drawn, _ = random_search(config, space, 3, 5)
+    rows = list(csv.DictReader(open(tmp_path / "cli" / "sweep.csv", encoding="utf-8")))
+    assert len(rows) == 3
+    by_run = {int(r["runs"]): r for r in rows}
+    for g, setting in enumerate(drawn):  # the CSV keeps 4 decimals... of the exact draw
+        for k, v in setting.items():
+            assert math.isclose(float(by_run[g][k]), v, rel_tol=1e-3, abs_tol=1e-4), (k, v)
+    summary = json.load(open(tmp_path / "cli" / "summary.json"))
+    assert summary["settings"] == drawn  # the exact draws: the Python API's for the same seed
+    assert summary["search"] == {"kind": "random", "trials": 3, "seed": 5, "space": {
+        "lr": [1e-4, 1e-2, "log"], "ent_coef": [0.0, 0.02],
+        "clip_eps": {"choices": [0.1, 0.2, 0.3]}}}
+
+    # the Python API, stopped half way and resumed, equals the uninterrupted CLI run
+    stopped = sweep(config, space=space, search="random", trials=3, seed=5,
+                    logdir=str(tmp_path), run_name="api", progress=False, tensorboard=False,
+                    checkpoint_every=1, callbacks=[lambda e: e.update < 4])
+    assert stopped.result.update < config.num_updates
+    table = resume_sweep(tmp_path / "api", progress=False, tensorboard=False)
+    assert table.result.summary["settings"] == drawn
+    assert table.result.summary["search"] == summary["search"]
+    np.testing.assert_array_equal(table.result.final_return,
+                                  np.array(summary["final_return"], float))
+
+
+def test_trials_must_be_positive():
+    with pytest.raises(UsageError, match="--trials"):
+        random_search(None, {"lr": (1e-4, 1e-2)}, 0, cli=True)
