@@ -4,6 +4,7 @@ import jax
 import pytest
 
 from jaxppo import PPOConfig
+from jaxppo.cli import main
 from jaxppo.envs import Box, Discrete, register_env
 from jaxppo.envs.probes import ProbeState, _Probe
 
@@ -92,3 +93,13 @@ def tiny_config():
 @pytest.fixture(scope="session")
 def keys():
     return jax.random.split(jax.random.key(42), 3)
+
+
+def run_cli(capsys, argv):
+    """(exit status, stderr lines) of `jaxppo *argv`, run in this process."""
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    return code, capsys.readouterr().err.strip().splitlines()

@@ -12,6 +12,7 @@ import jax
 import msgpack
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from jaxppo import ConfigError, Experiment, PPOConfig, load_checkpoint, make_train
 from jaxppo.cli import main
@@ -27,16 +28,6 @@ HUGE = ["--set", "num_envs=1000000000", "--set", "num_steps=1", "--set", "num_mi
 @pytest.fixture(autouse=True)
 def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
-
-
-def run_cli(capsys, argv):
-    """(exit status, stderr lines) of `jaxppo *argv`, run in this process."""
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse's own errors
-        code = e.code
-    return code, capsys.readouterr().err.strip().splitlines()
 
 
 def assert_one_line(code, err, *culprits):

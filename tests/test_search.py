@@ -9,9 +9,9 @@ import os
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from jaxppo import ConfigError, load_config
-from jaxppo.cli import main
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.experiment import resume_sweep, sweep
@@ -23,15 +23,6 @@ SETS = ["total_timesteps=512", "num_envs=4", "num_steps=16", "hidden_sizes=[16,1
 TINY = [a for s in SETS for a in ("--set", s)] + ["--no-tensorboard", "--no-progress"]
 SPACE = ["--space", "lr=1e-4:1e-2:log", "--space", "ent_coef=0:0.02",
          "--space", "clip_eps=0.1,0.2,0.3"]
-
-
-def run_cli(capsys, argv):
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse's own errors
-        code = e.code
-    return code, capsys.readouterr().err.strip().splitlines()
 
 
 def test_parse_space():
