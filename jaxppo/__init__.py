@@ -24,12 +24,14 @@ from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.distributed import init_distributed, make_mesh  # noqa: E402
 from jaxppo.envs import VecEnv, register_env  # noqa: E402
 from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
-from jaxppo.experiment import Experiment, SweepResult, sweep  # noqa: E402
+from jaxppo.experiment import Experiment  # noqa: E402
 from jaxppo.gae import compute_gae  # noqa: E402
 from jaxppo.logger import CsvLogger, TensorBoardLogger, WandbLogger  # noqa: E402
 from jaxppo.memory import MemoryEstimate, estimate_memory  # noqa: E402
 from jaxppo.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
 from jaxppo.report import Report, report  # noqa: E402
+from jaxppo.search import SweepResult  # noqa: E402
+from jaxppo.search.sweep import resume_sweep, sweep  # noqa: E402
 from jaxppo.sharding import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
 from jaxppo.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 
@@ -74,6 +76,7 @@ __all__ = [
     "make_train",
     "register_env",
     "report",
+    "resume_sweep",
     "sweep",
 ]
 __version__ = "0.1.0"

@@ -31,21 +31,20 @@ from jaxppo.callbacks import Callback, RunInfo
 from jaxppo.config import config_reference, load_config, parse_overrides
 from jaxppo.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
-from jaxppo.experiment import (
-    Experiment,
-    SweepResult,
-    describe_divergence,
-    grid_settings,
-    parse_grid,
-    run_dir_of,
-    sweep_rows,
-)
+from jaxppo.experiment import Experiment, describe_divergence, run_dir_of
 from jaxppo.files import PipeSafe, check_writable
 from jaxppo.logger import WandbLogger
 from jaxppo.policy import evaluate, load_policy
 from jaxppo.render import NoRenderer, render_gif, render_html
 from jaxppo.report import parse_normalize, report
-from jaxppo.search import parse_space, random_search
+from jaxppo.search import (
+    SweepResult,
+    grid_settings,
+    parse_grid,
+    parse_space,
+    random_search,
+    sweep_rows,
+)
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 

@@ -18,9 +18,9 @@ import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import main
-from jaxppo.experiment import SweepResult, rank_settings
 from jaxppo.keys import to_host
 from jaxppo.logger import read_metrics_csv
+from jaxppo.search import SweepResult, rank_settings
 from jaxppo.stats import RunStats
 
 # 24 updates of 4 envs x 16 steps; chunks of 6 updates: 4 chunks.

@@ -14,8 +14,8 @@ from conftest import run_cli
 from jaxppo import ConfigError, load_config
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
-from jaxppo.experiment import resume_sweep, sweep
 from jaxppo.search import check_space, draw_settings, parse_space, random_search
+from jaxppo.search.sweep import resume_sweep, sweep
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")

@@ -1,5 +1,10 @@
-"""Sweeps that search: a space of float hyperparameters and the settings drawn from it."""
+"""Sweeps that search: spaces and draws (`space`), the ranked table (`table`), and the
+`sweep` entry point (`jaxppo.search.sweep`, which sits above `Experiment` and so is not
+imported here)."""
 
 from jaxppo.search.space import check_space, draw_settings, parse_space, random_search, space_record
+from jaxppo.search.table import SweepResult, SweepTable, grid_settings, parse_grid, rank_settings, sweep_rows
 
-__all__ = ["check_space", "draw_settings", "parse_space", "random_search", "space_record"]
+__all__ = ["SweepResult", "SweepTable", "check_space", "draw_settings", "grid_settings",
+           "parse_grid", "parse_space", "random_search", "rank_settings", "space_record",
+           "sweep_rows"]

@@ -1,0 +1,57 @@
+"""`jaxppo.sweep` and `resume_sweep`: a search's settings x seeds as one `Experiment` (one
+compiled, vmapped program), returned as the ranked `SweepResult`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from jaxppo.config import PPOConfig
+from jaxppo.errors import ConfigError, UsageError
+from jaxppo.experiment import Experiment, run_dir_of
+from jaxppo.search.space import random_search
+from jaxppo.search.table import SweepResult, grid_settings, sweep_rows
+
+
+def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, seeds: int = 1, *,
+          space: dict | None = None, search: str = "grid", trials: int | None = None,
+          **kwargs) -> SweepResult:
+    """Every setting of `grid` (or `trials` settings drawn at random from `space`) x `seeds`
+    seeds in one compiled program; the ranked table.
+
+    `search="random"` draws the settings once on the host from `seed` (default 0, also the
+    runs' base seed): `space` maps a float hyperparameter to `(low, high)`, `(low, high,
+    "log")` (log-uniform) or a list of choices; summary.json records it (`search`).
+    With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
+    (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
+    and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
+    A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
+    `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, `seed`, ...)."""
+    record = None
+    if search == "random":
+        if grid is not None:
+            raise ConfigError("search='random' draws from space=...; a grid is search='grid'")
+        if trials is None:
+            raise ConfigError("search='random' needs trials=N (how many settings to draw)")
+        settings, record = random_search(config, space, trials, kwargs.get("seed", 0))
+    elif search == "grid":
+        if space is not None or trials is not None:
+            raise ConfigError("space=/trials= are for search='random'; a grid sweep takes grid")
+        if not grid:
+            raise ConfigError("sweep needs at least one hyperparameter with a list of values")
+        settings = grid_settings({k: list(v) for k, v in grid.items()})
+    else:
+        raise ConfigError(f"search: got {search!r}; use 'grid' or 'random'")
+    result = Experiment(config, seeds=seeds, hparams=settings, search=record, **kwargs).run()
+    return SweepResult(sweep_rows(result), result, result.run_dir)
+
+
+def resume_sweep(path: str | os.PathLike, **kwargs) -> SweepResult:
+    """Continue a stopped sweep to its end (or rebuild a finished one's missing sweep.csv and
+    summary.json); its ranked table. `kwargs` as `Experiment.from_checkpoint`'s (`repair_log`)."""
+    exp = Experiment.from_checkpoint(path, **kwargs)
+    if exp.settings is None:
+        raise UsageError(f"'{run_dir_of(path)}' is a training run, not a sweep; resume it with "
+                         "jaxppo train --resume")
+    result = exp.run()
+    return SweepResult(sweep_rows(result), result, result.run_dir)

@@ -1,0 +1,160 @@
+"""A sweep's table: settings from a grid, their ranking by final return over seeds, and the
+files a finished sweep writes (`sweep.csv`, `sweep.png`, `ranked` in summary.json). Every search
+(grid, random, halving, PBT) ends in this one table."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from jaxppo.callbacks import Callback, RunInfo, RunResult, setting_label
+from jaxppo.config import Hparams
+from jaxppo.errors import UsageError
+from jaxppo.plots import plot_sweep
+from jaxppo.stats import mean_std_or_none, quiet_nonfinite
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """`jaxppo.sweep`'s ranked table: one row per setting, best first (ties keep grid order)."""
+
+    rows: list[dict]  # rank, setting, label, final_return_mean, final_return_std (None where
+    #                   no seed has a return), seeds, diverged_seeds, seeds_without_return,
+    #                   runs (indices into the run's seeds axis)
+    result: RunResult
+    run_dir: str | None
+
+    @property
+    def best(self) -> dict:
+        return self.rows[0]
+
+    def table(self) -> str:
+        """The table the CLI prints."""
+        width = max(len(r["label"]) for r in self.rows)
+        lines = [f"{'rank':>4}  {'setting':<{width}}  final return"]
+        for r in self.rows:
+            flag = (f"  (diverged: {r['diverged_seeds']}/{r['seeds']} seeds)"
+                    if r["diverged_seeds"] else "")
+            if r["seeds_without_return"]:
+                flag += f"  (no episode ended: {r['seeds_without_return']}/{r['seeds']} seeds)"
+            ret = ("    none" if r["final_return_mean"] is None else
+                   f"{r['final_return_mean']:8.2f} ± {r['final_return_std']:.2f}")
+            lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {ret}{flag}")
+        return "\n".join(lines)
+
+
+def parse_grid(items: list[str]) -> dict[str, list[float]]:
+    """`KEY=V1,V2,...` items (the CLI's `--grid`) as a grid; only the float hyperparameters
+    that one compiled program can sweep."""
+    grid, given = {}, {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not values:
+            raise UsageError(f"--grid expects KEY=V1,V2,..., got {item!r} (e.g. --grid lr=1e-4,3e-4)")
+        if key not in Hparams._fields:
+            raise UsageError(f"--grid {key}: only float hyperparameters can be swept in one "
+                             f"compile: {', '.join(Hparams._fields)}")
+        if key in grid:  # argparse would keep only the last: one --grid per key
+            raise UsageError(f"--grid {key} is given twice; give all its values in one: "
+                             f"--grid {key}={given[key]},{values}")
+        given[key] = values
+        try:
+            grid[key] = [float(v) for v in values.split(",")]
+        except ValueError:
+            raise UsageError(f"--grid {key}: values must be numbers, got {values!r}") from None
+    if not grid:
+        raise UsageError("sweep needs at least one --grid KEY=V1,V2,...")
+    return grid
+
+
+def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
+    """Every combination of a grid `{key: [values]}`, in grid order."""
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+@quiet_nonfinite
+def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.ndarray,
+                  seeds: int) -> list[dict]:
+    """Settings best first by their mean final return over the seeds that have a finite one
+    (NaN: no episode ended; NaN/Inf of a diverged seed, flagged apart); a setting none of whose
+    seeds has one ranks last, its mean None."""
+    final = np.asarray(final_return, float).reshape(len(settings), seeds)
+    bad = np.asarray(diverged, bool).reshape(len(settings), seeds)
+    stats = [mean_std_or_none(row) for row in final]
+    order = sorted(range(len(settings)),  # stable on ties; no return at all ranks last
+                   key=lambda g: (stats[g][0] is None, -(stats[g][0] or 0.0), g))
+    return [{"rank": rank, "setting": settings[g], "label": setting_label(settings[g]),
+             "final_return_mean": stats[g][0], "final_return_std": stats[g][1],
+             "seeds": seeds, "diverged_seeds": int(bad[g].sum()),
+             # NaN with no divergence: no episode ended (a diverged seed is counted above)
+             "seeds_without_return": int((~np.isfinite(final[g]) & ~bad[g]).sum()),
+             "runs": list(range(g * seeds, (g + 1) * seeds))}
+            for rank, g in enumerate(order, 1)]
+
+
+def sweep_rows(result: RunResult) -> list[dict]:
+    """The ranked rows of a sweep's result (a run with `hparams`)."""
+    s = result.summary
+    diverged = np.isin(np.arange(result.num_runs), s["diverged_runs"])
+    return rank_settings(s["settings"], result.final_return, diverged, s["seeds"])
+
+
+def _cell(x: float | None) -> str:
+    """A CSV cell: empty where there is no return (as metrics.csv leaves it)."""
+    return "" if x is None else f"{x:.4f}"
+
+
+class SweepTable(Callback):
+    """A sweep's run directory, once it finishes: `sweep.csv` (the ranked settings and each
+    one's agents), `sweep.png`, and the ranking in `summary.json` (`ranked`, written by the
+    `SummaryFile` after it). Added by `Experiment` to every run with `hparams`, so a resumed
+    sweep writes them too."""
+
+    def on_start(self, info: RunInfo) -> None:
+        self.info = info
+
+    def on_end(self, result: RunResult) -> None:
+        # a sweep whose every agent diverged ran to its end too: its table says so
+        if (result.status not in ("finished", "diverged")
+                or result.update < result.config.num_updates):
+            return
+        rows = result.summary["ranked"] = sweep_rows(result)
+        run_dir, seeds = self.info.run_dir, rows[0]["seeds"]
+        keys = list(rows[0]["setting"])
+        with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["rank", *keys, "final_return_mean", "final_return_std", "seeds", "runs",
+                        "diverged_seeds"])
+            for r in rows:
+                w.writerow([r["rank"], *r["setting"].values(), _cell(r["final_return_mean"]),
+                            _cell(r["final_return_std"]), seeds, " ".join(map(str, r["runs"])),
+                            r["diverged_seeds"]])
+        in_grid = sorted(rows, key=lambda r: r["runs"][0])
+        nan = lambda x: np.nan if x is None else x  # noqa: E731 - no bar for no return
+        plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
+                   np.array([nan(r["final_return_mean"]) for r in in_grid]),
+                   np.array([nan(r["final_return_std"]) for r in in_grid]),
+                   f"{result.config.env_id}: {seeds} seed(s) per setting")
+
+
+def sweep_csv_problem(path: str, settings) -> str:
+    """What makes a finished sweep's sweep.csv unusable: not jaxppo's header, or not one
+    whole row per setting ("" when nothing)."""
+    header = ["rank", *settings[0], "final_return_mean", "final_return_std", "seeds", "runs",
+              "diverged_seeds"]
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (OSError, ValueError, csv.Error) as e:
+        return f"it is not a CSV table: {e}"
+    if not rows or rows[0] != header:
+        return "its header is not jaxppo's"
+    if len(rows) - 1 != len(settings) or any(len(r) != len(header) for r in rows[1:]):
+        return f"it does not hold one whole row for each of the {len(settings)} settings"
+    return ""
