@@ -218,6 +218,7 @@ class _Good(NamedTuple):
     runner: Any
     update: int
     stats: dict
+    controller: dict | None = None  # the run's controller's state at that update (PBT)
 
 
 class Checkpointer(Callback):
@@ -237,6 +238,7 @@ class Checkpointer(Callback):
         self.good: _Good | None = None
         self.saved_update: int | None = None
         self.before_save: list = []  # the other callbacks' flush: logs reach disk first
+        self.extra_state = None  # the run's controller's `state`, saved with each runner
 
     def on_start(self, info: RunInfo) -> None:
         self.info = info
@@ -246,7 +248,8 @@ class Checkpointer(Callback):
     def on_chunk(self, event: ChunkEvent) -> None:
         if event.diverged is not None and not self.allow_nonfinite:
             return  # never a NaN state; on_end saves the last good one
-        self.good = _Good(event.runner, event.update, event.stats.to_dict(event.wall_s))
+        self.good = _Good(event.runner, event.update, event.stats.to_dict(event.wall_s),
+                          None if self.extra_state is None else self.extra_state())
         due_updates = self.every and event.update // self.every > event.first_update // self.every
         due_time = self.every_s and time.perf_counter() - self.last_save >= self.every_s
         if from_process_0(int(bool(due_updates or due_time))):
@@ -264,6 +267,8 @@ class Checkpointer(Callback):
                 extra["env"] = self.info.env
             if self.info.search is not None:
                 extra["search"] = self.info.search
+            if good.controller is not None:
+                extra["controller"] = good.controller
             if self.info.log_gaps:
                 extra["log_gaps"] = [list(g) for g in self.info.log_gaps]
             save_checkpoint(self.info.run_dir, host, self.info.config, good.update,

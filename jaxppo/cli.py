@@ -3,6 +3,7 @@
     jaxppo train --config configs/cartpole.yaml [--seeds 8] [--set lr=1e-3]
     jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
     jaxppo sweep --config configs/cartpole.yaml --search random --trials 16 --space lr=1e-4:1e-2:log
+    jaxppo sweep --config configs/cartpole.yaml --search pbt --population 16 --space lr=1e-4:1e-2:log
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
     jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
@@ -45,6 +46,8 @@ from jaxppo.search import (
     random_search,
     sweep_rows,
 )
+from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
+from jaxppo.search.sweep import sweep_from_checkpoint
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -235,7 +238,10 @@ def _refuse_with_resume(args) -> None:
                             ("--grid", getattr(args, "grid", None)),
                             ("--space", getattr(args, "space", None)),
                             ("--search", getattr(args, "search", None)),
-                            ("--trials", getattr(args, "trials", None))) if v]
+                            ("--trials", getattr(args, "trials", None)),
+                            ("--population", getattr(args, "population", None)),
+                            ("--interval", getattr(args, "interval", None)),
+                            ("--quantile", getattr(args, "quantile", None))) if v]
     if given:
         raise UsageError(f"--resume continues a run with its own config, seeds and run "
                          f"directory: drop {', '.join(given)}")
@@ -243,7 +249,30 @@ def _refuse_with_resume(args) -> None:
 
 def _sweep_settings(args, config) -> tuple[list[dict], dict | None]:
     """A sweep's settings: `--grid`'s every combination, or `--trials` drawn from `--space`
-    (`--search random`) with the sweep's seed; and the search's record (None for a grid)."""
+    (`--search random`), or a PBT population's initial draw (`--search pbt`), with the sweep's
+    seed; and the search's record (None for a grid)."""
+    pbt_flags = [f for f, v in (("--population", args.population), ("--interval", args.interval),
+                                ("--quantile", args.quantile)) if v is not None]
+    if args.search == "pbt":
+        if args.grid or args.trials is not None:
+            raise UsageError(f"{'--grid' if args.grid else '--trials'} is not for --search pbt, "
+                             "which trains --population N members drawn from --space")
+        if args.seeds not in (None, 1):
+            raise UsageError(f"--seeds {args.seeds} with --search pbt: every member is one seed "
+                             "of its own; size the search with --population N")
+        if args.population is None:
+            raise UsageError("--search pbt needs --population N (how many members, at least 2)")
+        if not args.space:
+            raise UsageError("--search pbt needs at least one --space KEY=LOW:HIGH[:log] (or "
+                             "KEY=a,b,c)")
+        if args.devices is not None:
+            raise UsageError("--search pbt runs on one device; drop --devices")
+        return pbt_search(config, parse_space(args.space), args.population,
+                          DEFAULT_INTERVAL if args.interval is None else args.interval,
+                          DEFAULT_QUANTILE if args.quantile is None else args.quantile,
+                          args.seed or 0, cli=True)
+    if pbt_flags:
+        raise UsageError(f"{pbt_flags[0]} is for --search pbt")
     if (args.search or "grid") == "grid":
         if args.space:
             raise UsageError("--space is for --search random; a grid sweep takes --grid "
@@ -270,26 +299,30 @@ def cmd_sweep(args) -> int:
                 shard=args.shard, checkpoint_every=args.checkpoint_every)
     if args.resume:
         _refuse_with_resume(args)
-        exp = Experiment.from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
-        if exp.settings is None:
-            raise UsageError(f"'{args.resume}' is a training run, not a sweep; resume it with "
-                             "jaxppo train --resume")
+        exp = sweep_from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
     else:
         _refuse_repair_log(args)
         config = load_config(require_config(args), parse_overrides(args.set))
         settings, search = _sweep_settings(args, config)
+        pbt = search is not None and search.get("strategy") == "pbt"
         exp = Experiment(config, seeds=args.seeds or 1, hparams=settings, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, search=search,
-                         **opts)
+                         controller=(PBTController.from_record(config, search, settings)
+                                     if pbt else None), **opts)
     n = len(exp.settings)
-    result, code = _run(exp, args, f"jaxppo sweep: {exp.config.env_id} | {n} settings x "
-                                   f"{exp.seeds} seeds = {exp.num_runs} agents in one program")
+    what = (f"{n} settings x {exp.seeds} seeds = {exp.num_runs} agents in one program"
+            if exp.controller is None else f"PBT: {n} members in one program, exploit/explore "
+            f"every {exp.search['interval']} updates")
+    result, code = _run(exp, args, f"jaxppo sweep: {exp.config.env_id} | {what}")
     if result is None:
         return code
     code = _stopped(result, "sweep")
     if code is not None:
         return code
     print(SweepResult(sweep_rows(result), result, result.run_dir).table())
+    if "pbt" in result.summary:
+        print(f"PBT: {result.summary['pbt']['exploits']} exploits (pbt.csv); each member's "
+              "hyperparameters over time in hparams.csv; the settings above are the final ones")
     if result.rebuilt:
         _say_rebuilt(result)
     s = result.summary
@@ -460,13 +493,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
     common(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
-    s.add_argument("--search", choices=("grid", "random"), default=None,
+    s.add_argument("--search", choices=("grid", "random", "pbt"), default=None,
                    help="grid (default): every --grid combination; random: --trials settings "
-                        "drawn from --space with --seed")
+                        "drawn from --space with --seed; pbt: population-based training of "
+                        "--population members drawn so")
     s.add_argument("--space", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|a,b,c",
-                   help="with --search random: a float hyperparameter's range or choices")
+                   help="with --search random or pbt: a float hyperparameter's range or choices")
     s.add_argument("--trials", type=positive_int("--trials"), default=None, metavar="N",
                    help="with --search random: how many settings to draw")
+    s.add_argument("--population", type=int, default=None, metavar="N",
+                   help="with --search pbt: how many members (at least 2)")
+    s.add_argument("--interval", type=int, default=None, metavar="U",
+                   help=f"with --search pbt: exploit/explore every U updates (default "
+                        f"{DEFAULT_INTERVAL})")
+    s.add_argument("--quantile", type=float, default=None, metavar="Q",
+                   help=f"with --search pbt: the bottom Q copy the top Q (default "
+                        f"{DEFAULT_QUANTILE}; at most 0.5)")
     s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
     s.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
                    metavar="UPDATES", help="save a checkpoint every this many updates")

@@ -16,7 +16,7 @@ import math
 import signal
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import numpy as np
@@ -92,6 +92,18 @@ class ChunkResult(NamedTuple):
     chunk_s: float  # seconds this chunk took
 
 
+class Controller(Protocol):
+    """Replaces a run's state between chunks (population-based training). The driver drains
+    its pipeline at every update where `due` is true, so the next chunk gets what `replace`
+    returns."""
+
+    def due(self, update: int) -> bool: ...
+
+    def observe(self, chunk: ChunkResult) -> None: ...
+
+    def replace(self, runner: RunnerState, hparams, update: int) -> tuple[RunnerState, Any]: ...
+
+
 class _InFlight(NamedTuple):
     """A dispatched chunk whose results the host has not looked at yet."""
 
@@ -147,10 +159,13 @@ class Driver:
         return runner if self.placement.pipelined else jax.block_until_ready(runner)
 
     def run(self, runner: RunnerState, hparams, start_update: int,
-            on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float) -> RunnerState:
+            on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float,
+            controller: Controller | None = None) -> RunnerState:
         """Step chunk by chunk from `start_update` to the end; `on_chunk` returns False to stop.
         A stop after chunk k returns chunk k's state; a chunk already in flight is dropped.
-        With donation, chunk k's state reaches `on_chunk` as a host copy (keys as raw data)."""
+        With donation, chunk k's state reaches `on_chunk` as a host copy (keys as raw data).
+        A `controller` sees every chunk, and at its `due` updates the pipeline drains: it
+        replaces the state and hparams before `on_chunk` and before the next chunk starts."""
         lengths = iter(chunk_lengths(self.num_updates, self.chunk_updates, start_update))
         update = start_update
         inflight: _InFlight | None = None
@@ -159,13 +174,12 @@ class Driver:
             nxt = None
             n = next(lengths, None)
             done_runner = None if inflight is None else inflight.runner
-            if n is not None:
+            hold = (controller is not None and inflight is not None
+                    and controller.due(inflight.update))
+            if n is not None and not hold:
                 if self.donate and inflight is not None:  # before chunk k+1 consumes it
                     done_runner = jax.device_get(keys_as_data(inflight.runner))
-                r_next, m_next = self._programs[n](runner, hparams)
-                if not self.placement.pipelined:
-                    jax.block_until_ready((r_next, m_next))
-                nxt = _InFlight(r_next, m_next, update, update + n)
+                nxt = self._dispatch(runner, hparams, n, update)
                 update += n
             if inflight is not None:
                 metrics = gather(inflight.metrics)  # waits for that chunk only
@@ -173,9 +187,26 @@ class Driver:
                 result = ChunkResult(inflight.first_update, inflight.update, metrics,
                                      now - t_start, now - last)
                 last = now
+                if controller is not None:
+                    controller.observe(result)
+                if hold:  # nothing is in flight: the next chunk starts from what it returns
+                    runner, hparams = controller.replace(inflight.runner, hparams,
+                                                         inflight.update)
+                    done_runner = (jax.device_get(keys_as_data(runner))
+                                   if self.donate and n is not None else runner)
                 if not on_chunk(done_runner, result):
                     return done_runner
+            if hold and n is not None:
+                nxt = self._dispatch(runner, hparams, n, update)
+                update += n
             if nxt is None:
                 return runner  # the last chunk's state (or the input, if nothing was left)
             inflight = nxt
             runner = nxt.runner
+
+    def _dispatch(self, runner: RunnerState, hparams, n: int, update: int) -> _InFlight:
+        """Start the next `n` updates (asynchronously where the placement is pipelined)."""
+        r_next, m_next = self._programs[n](runner, hparams)
+        if not self.placement.pipelined:
+            jax.block_until_ready((r_next, m_next))
+        return _InFlight(r_next, m_next, update, update + n)

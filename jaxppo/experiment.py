@@ -44,7 +44,7 @@ from jaxppo.callbacks import (
 from jaxppo.checkpoint import checkpoint_path, load_checkpoint
 from jaxppo.config import Hparams, PPOConfig, config_from_dict
 from jaxppo.distributed import from_process_0, gather, is_main_process, make_mesh
-from jaxppo.driver import ChunkResult, Driver, StopFlag
+from jaxppo.driver import ChunkResult, Driver, StopFlag, pick_chunk
 from jaxppo.envs.identity import describe_env
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.files import RunLock, check_no_symlinks, check_run_name
@@ -183,6 +183,11 @@ class Experiment:
         same instance again: `Experiment.resume(run_dir, env=..., env_params=...)`.
       search: how a sweep's `hparams` were found (a random search's space, trials and seed),
         recorded in the checkpoint and summary.json (`search`).
+      controller: replaces the runner state and hparams between chunks (PBT:
+        `jaxppo.search.pbt.PBTController`): the driver's `due`/`observe`/`replace`, plus
+        `chunk_length(want, start_update)`, `start(run_dir, start_update, saved) -> Hparams`,
+        `state()` (kept in every checkpoint, given back as `saved` on resume), `summary()`
+        (added to summary.json) and `common_seeds` (False: every run its own seed key).
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
@@ -193,7 +198,8 @@ class Experiment:
                  shard: str = "seeds", callbacks: Sequence[Any] = (),
                  builtin_callbacks: bool = True, stop_on_divergence: bool | None = None,
                  chunk_updates: int | None = None, donate: bool | None = None,
-                 env: Any = None, env_params: Any = None, search: dict | None = None):
+                 env: Any = None, env_params: Any = None, search: dict | None = None,
+                 controller: Any = None):
         if not isinstance(config, PPOConfig):
             raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
         if int(seeds) < 1:
@@ -209,6 +215,7 @@ class Experiment:
             self.settings = [{k: float(v) for k, v in s.items()} for s in self.settings]
         self.num_runs = self.seeds * (1 if self.settings is None else len(self.settings))
         self.search = search
+        self.controller = controller
         self.logdir = logdir
         self.run_name = None if run_name is None else check_run_name(run_name)
         self.checkpoint_every, self.checkpoint_every_s = checkpoint_every, checkpoint_every_s
@@ -282,9 +289,9 @@ class Experiment:
     # -- the run -----------------------------------------------------------------------------
     def keys(self) -> jax.Array:
         """One key per run. A sweep gives every setting the same seeds' keys."""
+        if self.settings is None or not getattr(self.controller, "common_seeds", True):
+            return jax.random.split(jax.random.key(self.seed), self.num_runs)
         seed_keys = jax.random.split(jax.random.key(self.seed), self.seeds)
-        if self.settings is None:
-            return seed_keys
         return jnp.tile(seed_keys, len(self.settings))
 
     def stacked_hparams(self) -> Hparams | None:
@@ -306,6 +313,11 @@ class Experiment:
         if resume is not None and resume.get("ran"):
             raise UsageError("this Experiment already continued its run; resume it again with "
                              f"Experiment.resume({resume['run_dir']!r})")
+        if resume is not None and "controller" in resume["extra"] and self.controller is None:
+            strategy = (self.search or {}).get("strategy", "controlled")
+            raise UsageError(f"'{resume['run_dir']}' is a {strategy} sweep, whose members change "
+                             "between chunks; continue it with: jaxppo sweep --resume "
+                             f"{resume['run_dir']} (Python: jaxppo.search.sweep.resume_sweep)")
         if resume is not None and resume.get("rebuild"):
             self.last_run_dir = resume["run_dir"]
             if not is_main_process():  # only process 0 writes a run directory
@@ -314,9 +326,13 @@ class Experiment:
                 return self._rebuild()
         placement = make_placement(config, self.mesh, self.shard, env=self.env,
                                    env_params=self.env_params)
+        chunk = self.chunk_updates
+        if self.controller is not None:  # chunk boundaries on the controller's updates
+            chunk = self.controller.chunk_length(chunk or pick_chunk(config.num_updates),
+                                                 resume["update"] if resume else 0)
         # Refuses a config that cannot fit, before any file is written or anything compiles.
         driver = Driver(placement, self.num_runs, config.num_updates,
-                        chunk_updates=self.chunk_updates, donate=self.donate)
+                        chunk_updates=chunk, donate=self.donate)
         main = is_main_process()
         if resume:
             run_dir, fresh = resume["run_dir"], False
@@ -361,7 +377,11 @@ class Experiment:
                        env=None if self.env is None else describe_env(self.env, self.env_params),
                        log_gaps=resume["log_gaps"] if resume else (), search=self.search)
         callbacks = self._callbacks(run_dir is not None, main)
-        inputs = placement.place_inputs(self.keys(), self.stacked_hparams())
+        hparams = self.stacked_hparams()
+        if self.controller is not None:
+            hparams = self.controller.start(run_dir if main else None, start_update,
+                                            resume["extra"].get("controller") if resume else None)
+        inputs = placement.place_inputs(self.keys(), hparams)
         t_start = time.perf_counter()
         loop = self._loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
         if resume and run_dir is not None and not self.stop_on_divergence:  # a sweep's record
@@ -377,7 +397,8 @@ class Experiment:
             runner = driver.place(resume["runner"]) if resume else driver.init(inputs)
             with StopFlag() as stop:
                 loop.stop_flag = stop
-                final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk, t_start)
+                final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk, t_start,
+                                   self.controller)
         except BaseException:
             loop.status = "error"
             _end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
@@ -400,6 +421,8 @@ class Experiment:
         info = RunInfo(c, self.num_runs, self.run_names(), run_dir, resume["update"], self.seed,
                        self.settings, 0, log_gaps=resume["log_gaps"], search=self.search)
         loop = _Loop(self, info, self._initial_stats(), [], time.perf_counter())
+        if self.controller is not None:  # its summary: the members' settings now
+            self.controller.start(None, resume["update"], resume["extra"].get("controller"))
         loop.status = "finished"
         loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs)
         loop.divergences = _logged_divergences(run_dir, self.num_runs)
@@ -459,6 +482,8 @@ class Experiment:
         for cb in out:  # a checkpoint never gets ahead of the logs written before it
             if isinstance(cb, Checkpointer):
                 cb.before_save = [c.flush for c in out if c is not cb]
+                if self.controller is not None:
+                    cb.extra_state = self.controller.state
         return out
 
 
@@ -556,6 +581,8 @@ class _Loop:
             summary["seeds"] = exp.seeds
             if exp.search is not None:
                 summary["search"] = exp.search
+            if exp.controller is not None:
+                summary.update(exp.controller.summary())
         # lost from metrics.csv, recorded by a repair_log resume
         summary.update(gaps_summary(self.info.log_gaps, exp.num_runs))
         return RunResult(c, exp.num_runs, self.status, stats.update, returns, stats.solved,

@@ -9,26 +9,50 @@ from collections.abc import Sequence
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.experiment import Experiment, run_dir_of
+from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
 from jaxppo.search.space import random_search
 from jaxppo.search.table import SweepResult, grid_settings, sweep_rows
 
 
 def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, seeds: int = 1, *,
           space: dict | None = None, search: str = "grid", trials: int | None = None,
-          **kwargs) -> SweepResult:
+          population: int | None = None, interval: int | None = None,
+          quantile: float | None = None, **kwargs) -> SweepResult:
     """Every setting of `grid` (or `trials` settings drawn at random from `space`) x `seeds`
     seeds in one compiled program; the ranked table.
 
     `search="random"` draws the settings once on the host from `seed` (default 0, also the
     runs' base seed): `space` maps a float hyperparameter to `(low, high)`, `(low, high,
     "log")` (log-uniform) or a list of choices; summary.json records it (`search`).
+    `search="pbt"` trains a `population` drawn so from `space` (one seed each, their own
+    keys) with population-based training: every `interval` updates (default 20) the bottom
+    `quantile` (default 0.25) copies a top member's learner state and perturbs its
+    hyperparameters (`jaxppo.search.pbt`); one row per member, with its final setting.
     With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
     (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
     and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
     A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
     `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, `seed`, ...)."""
-    record = None
-    if search == "random":
+    record = controller = None
+    if search != "pbt" and (population, interval, quantile) != (None, None, None):
+        raise ConfigError("population=/interval=/quantile= are for search='pbt'")
+    if search == "pbt":
+        if grid is not None or trials is not None:
+            raise ConfigError("search='pbt' trains population=N members drawn from space=...; "
+                              "grid= and trials= are for the other searches")
+        if seeds != 1:
+            raise ConfigError(f"seeds: {seeds} with search='pbt': every member is one seed of "
+                              "its own; size the search with population=N")
+        if population is None:
+            raise ConfigError("search='pbt' needs population=N (how many members, at least 2)")
+        if kwargs.get("devices") is not None or kwargs.get("mesh") is not None:
+            raise ConfigError("search='pbt' runs on one device; drop devices=/mesh=")
+        settings, record = pbt_search(config, space, population,
+                                      DEFAULT_INTERVAL if interval is None else interval,
+                                      DEFAULT_QUANTILE if quantile is None else quantile,
+                                      kwargs.get("seed", 0))
+        controller = PBTController.from_record(config, record, settings)
+    elif search == "random":
         if grid is not None:
             raise ConfigError("search='random' draws from space=...; a grid is search='grid'")
         if trials is None:
@@ -41,17 +65,28 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, see
             raise ConfigError("sweep needs at least one hyperparameter with a list of values")
         settings = grid_settings({k: list(v) for k, v in grid.items()})
     else:
-        raise ConfigError(f"search: got {search!r}; use 'grid' or 'random'")
-    result = Experiment(config, seeds=seeds, hparams=settings, search=record, **kwargs).run()
+        raise ConfigError(f"search: got {search!r}; use 'grid', 'random' or 'pbt'")
+    result = Experiment(config, seeds=seeds, hparams=settings, search=record,
+                        controller=controller, **kwargs).run()
     return SweepResult(sweep_rows(result), result, result.run_dir)
 
 
 def resume_sweep(path: str | os.PathLike, **kwargs) -> SweepResult:
     """Continue a stopped sweep to its end (or rebuild a finished one's missing sweep.csv and
     summary.json); its ranked table. `kwargs` as `Experiment.from_checkpoint`'s (`repair_log`)."""
+    result = sweep_from_checkpoint(path, **kwargs).run()
+    return SweepResult(sweep_rows(result), result, result.run_dir)
+
+
+def sweep_from_checkpoint(path: str | os.PathLike, **kwargs) -> Experiment:
+    """The stopped sweep at `path` as an `Experiment` ready to run, with its search's
+    controller (a PBT sweep's) attached; `kwargs` as `Experiment.from_checkpoint`'s."""
     exp = Experiment.from_checkpoint(path, **kwargs)
     if exp.settings is None:
         raise UsageError(f"'{run_dir_of(path)}' is a training run, not a sweep; resume it with "
                          "jaxppo train --resume")
-    result = exp.run()
-    return SweepResult(sweep_rows(result), result, result.run_dir)
+    if (exp.search or {}).get("strategy") == "pbt":
+        if exp.mesh is not None:
+            raise UsageError("--search pbt runs on one device; drop --devices")
+        exp.controller = PBTController.from_record(exp.config, exp.search, exp.settings)
+    return exp
