@@ -1,0 +1,257 @@
+"""Population-based training (`jaxppo sweep --search pbt`, `jaxppo.sweep(search="pbt")`): the
+exploit/explore functions on hand-made arrays (no compile), the draws' reproducibility, the
+bad inputs (one line, exit 2, nothing written), and a tiny PBT sweep end to end: its files
+against its checkpoint, its best member evaluated, and a stopped-and-resumed run equal to the
+uninterrupted one."""
+
+import csv
+import json
+import os
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from jaxppo import ConfigError, load_checkpoint, load_config, load_policy
+from jaxppo.config import parse_overrides
+from jaxppo.keys import to_host
+from jaxppo.rollout import EnvCarry
+from jaxppo.search import draw_settings, parse_space
+from jaxppo.search.pbt import (
+    PBTController,
+    choose_exploits,
+    explore,
+    pbt_search,
+    recent_return,
+    space_from_record,
+)
+from jaxppo.search.sweep import resume_sweep, sweep
+from jaxppo.train import RunnerState, TrainState
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
+SETS = ["total_timesteps=512", "num_envs=4", "num_steps=16", "hidden_sizes=[16,16]"]
+TINY = [a for s in SETS for a in ("--set", s)] + ["--no-tensorboard", "--no-progress"]
+SPACE_ARGS = ["lr=1e-4:1e-2:log", "ent_coef=0:0.02", "clip_eps=0.1,0.2,0.3"]
+SPACE = {"lr": (1e-4, 1e-2, "log"), "ent_coef": (0.0, 0.02), "clip_eps": [0.1, 0.2, 0.3]}
+PBT = ["--search", "pbt", "--population", "4", "--interval", "2",
+       *(a for s in SPACE_ARGS for a in ("--space", s))]
+
+
+def _config():
+    return load_config(CARTPOLE, parse_overrides(SETS))  # 8 updates of 64 steps
+
+
+def test_draws_are_reproducible_from_the_seed():
+    config = _config()
+    a, record = pbt_search(config, SPACE, 8, 2, 0.25, seed=7)
+    assert a == pbt_search(config, SPACE, 8, 2, 0.25, seed=7)[0]
+    assert a != pbt_search(config, SPACE, 8, 2, 0.25, seed=8)[0]
+    assert a == draw_settings(parse_space(SPACE_ARGS), 8, 7)  # a random search's draw
+    assert record == {"strategy": "pbt", "population": 8, "interval": 2, "quantile": 0.25,
+                      "seed": 7, "space": {"lr": [1e-4, 1e-2, "log"], "ent_coef": [0.0, 0.02],
+                                           "clip_eps": {"choices": [0.1, 0.2, 0.3]}}}
+    assert space_from_record(record["space"]) == parse_space(SPACE_ARGS)
+
+
+def test_ranking_puts_no_return_and_diverged_last():
+    # member 0: no update with a return; 3: went NaN/Inf in the window
+    recent = recent_return(np.array([0.0, 30.0, 90.0, 500.0, 60.0, 10.0, 70.0, 80.0]),
+                           np.array([0, 2, 2, 2, 2, 2, 2, 2]),
+                           np.array([False, False, False, True, False, False, False, False]))
+    assert np.isnan(recent[[0, 3]]).all() and recent[2] == 45.0
+    pairs = choose_exploits(recent, 0.25, np.random.default_rng(0))
+    assert sorted(c for c, _ in pairs) == [0, 3]  # bottom 2 of 8: the two without a return
+    assert all(p in (2, 7) for _, p in pairs)  # parents from the top 2 (45 and 40)
+    assert choose_exploits(recent, 0.25, np.random.default_rng(0)) == pairs
+    # at least one member, and nothing to prefer when no member has a return
+    assert [c for c, _ in choose_exploits(np.array([1.0, 2.0, 3.0]), 0.1,
+                                          np.random.default_rng(0))] == [0]
+    assert choose_exploits(np.full(4, np.nan), 0.5, np.random.default_rng(0)) == []
+    pairs = choose_exploits(np.array([1.0, 2.0, 3.0, 4.0]), 0.5, np.random.default_rng(1))
+    assert [c for c, _ in pairs] == [0, 1] and {p for _, p in pairs} <= {2, 3}
+
+
+def test_explore_stays_inside_the_space():
+    space = parse_space(SPACE_ARGS)
+    rng = np.random.default_rng(0)
+    for setting in draw_settings(space, 300, seed=1) + [
+            {"lr": 1e-4, "ent_coef": 0.02, "clip_eps": 0.1},
+            {"lr": 1e-2, "ent_coef": 0.0, "clip_eps": 0.3}]:
+        new = explore(setting, space, rng)
+        assert set(new) == set(setting)
+        assert 1e-4 <= new["lr"] <= 1e-2 and 0.0 <= new["ent_coef"] <= 0.02
+        for key, low, high in (("lr", 1e-4, 1e-2), ("ent_coef", 0.0, 0.02)):
+            ratio = new[key] / setting[key] if setting[key] else 1.0
+            # x0.8 or x1.2, unless clipped into the bounds
+            assert (np.isclose(ratio, 0.8) or np.isclose(ratio, 1.2) or new[key] in (low, high)
+                    or setting[key] == 0.0), (key, setting[key], new[key])
+        # a neighbouring choice (from an end: the only neighbour)
+        assert abs(new["clip_eps"] - setting["clip_eps"]) == pytest.approx(0.1)
+
+
+def _hand_made_runner(r: int) -> RunnerState:
+    """A runner of `r` members with distinct, recognisable values in every leaf."""
+    row = lambda *shape: jnp.arange(r * int(np.prod(shape)), dtype=jnp.float32).reshape(  # noqa: E731
+        r, *shape) + 1000 * jnp.arange(r).reshape(r, *[1] * len(shape))
+    ts = TrainState({"w": row(3, 2)}, ({"mu": row(3, 2)}, {"count": jnp.arange(r)}),
+                    {"mean": row(2), "var": row(2)}, jnp.full((r,), 4, jnp.int32))
+    env = EnvCarry(row(5), row(4, 1), row(4))
+    return RunnerState(ts, env, row(), row(), jax.random.split(jax.random.key(0), r))
+
+
+def test_exploit_copies_the_parents_train_state_and_keeps_the_childs_env_and_key():
+    config = _config()
+    settings, record = pbt_search(config, SPACE, 4, 2, 0.25, seed=0)
+    pbt = PBTController.from_record(config, record, settings)
+    runner = _hand_made_runner(4)
+    ret = np.array([[10.0, 12.0], [np.nan, np.nan], [50.0, 60.0], [30.0, np.nan]])
+    pbt.observe(SimpleNamespace(metrics={"episodic_return": ret,
+                                         "nonfinite": np.array([[0, 0], [0, 1], [0, 0], [0, 0]])}))
+    hparams = pbt.start(None, 0, None)
+    new, new_hp = pbt.replace(runner, hparams, 2)
+    # member 1 (diverged: no return) is the bottom quantile; member 2 (mean 55) the top
+    for leaf_old, leaf_new in zip(jax.tree.leaves(runner.train_state),
+                                  jax.tree.leaves(new.train_state), strict=True):
+        np.testing.assert_array_equal(leaf_new[1], leaf_old[2])  # the parent's, exactly
+        np.testing.assert_array_equal(np.delete(leaf_new, 1, 0), np.delete(leaf_old, 1, 0))
+    for old_leaf, new_leaf in zip(jax.tree.leaves((runner.env, runner.last_return,
+                                                   runner.last_length)),
+                                  jax.tree.leaves((new.env, new.last_return, new.last_length)),
+                                  strict=True):
+        np.testing.assert_array_equal(new_leaf, old_leaf)  # env state, last return: its own
+    np.testing.assert_array_equal(jax.random.key_data(new.key), jax.random.key_data(runner.key))
+    # the child explores from the parent's hyperparameters; the others keep theirs
+    assert pbt.settings[1] != settings[1]
+    assert pbt.settings[:1] + pbt.settings[2:] == settings[:1] + settings[2:]
+    assert pbt.settings[1]["clip_eps"] != settings[2]["clip_eps"]
+    np.testing.assert_allclose(np.asarray(new_hp.lr), [s["lr"] for s in pbt.settings],
+                               rtol=1e-6)
+    assert pbt.summary()["pbt"] == {"exploits": 1, "exploits_per_member": [0, 1, 0, 0]}
+    # the window starts again: a member without returns in it now ranks last
+    assert pbt.state()["ret_count"] == [0, 0, 0, 0]
+
+
+BAD = {  # (argv after the config, culprits the one line must name)
+    "population 1": (["--search", "pbt", "--population", "1", "--space", "lr=1e-4:1e-2"],
+                     ["--population 1", "at least 2"]),
+    "no population": (["--search", "pbt", "--space", "lr=1e-4:1e-2"], ["--population"]),
+    "empty space": (["--search", "pbt", "--population", "4"], ["--space"]),
+    "static key": (["--search", "pbt", "--population", "4", "--space", "num_envs=4:8"],
+                   ["--space num_envs", "lr, gamma"]),
+    "trials": (["--search", "pbt", "--population", "4", "--trials", "3", "--space",
+                "lr=1e-4:1e-2"], ["--trials", "--search pbt"]),
+    "grid": (["--search", "pbt", "--population", "4", "--grid", "lr=1e-3"], ["--grid"]),
+    "interval 0": (["--search", "pbt", "--population", "4", "--interval", "0", "--space",
+                    "lr=1e-4:1e-2"], ["--interval 0", "1..7"]),
+    "interval too long": (["--search", "pbt", "--population", "4", "--interval", "8", "--space",
+                           "lr=1e-4:1e-2"], ["--interval 8", "8 updates"]),
+    "quantile 0": (["--search", "pbt", "--population", "4", "--quantile", "0", "--interval",
+                    "2", "--space", "lr=1e-4:1e-2"], ["--quantile 0", "(0, 0.5]"]),
+    "quantile 0.6": (["--search", "pbt", "--population", "4", "--quantile", "0.6", "--interval",
+                      "2", "--space", "lr=1e-4:1e-2"], ["--quantile 0.6"]),
+    "seeds": (["--search", "pbt", "--population", "4", "--seeds", "2", "--space",
+               "lr=1e-4:1e-2"], ["--seeds 2", "--population"]),
+    "population without pbt": (["--search", "random", "--trials", "2", "--population", "4",
+                                "--space", "lr=1e-4:1e-2"], ["--population", "--search pbt"]),
+    "devices": (["--search", "pbt", "--population", "4", "--devices", "1", "--space",
+                 "lr=1e-4:1e-2"], ["--devices"]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_pbt_input_is_one_line_and_writes_nothing(tmp_path, capsys, name):
+    argv, culprits = BAD[name]
+    code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, *TINY, *argv, "--logdir",
+                                 str(tmp_path / "runs")])
+    assert code == 2, err
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    for c in culprits:
+        assert c in err[0], (c, err[0])
+    assert not os.path.exists(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(space=SPACE, search="pbt", population=1),
+    dict(space={}, search="pbt", population=4),
+    dict(space={"num_envs": [4, 8]}, search="pbt", population=4),
+    dict(space=SPACE, search="pbt", population=4, interval=0),
+    dict(space=SPACE, search="pbt", population=4, interval=8),
+    dict(space=SPACE, search="pbt", population=4, interval=2, quantile=0.0),
+    dict(space=SPACE, search="pbt", population=4, interval=2, quantile=0.75),
+    dict(space=SPACE, search="pbt", population=4, trials=2),
+    dict(space=SPACE, search="pbt", population=4, seeds=2),
+    dict(space=SPACE, search="pbt"),
+    dict(space=SPACE, search="random", trials=2, population=4),
+], ids=["population-1", "empty", "static", "interval-0", "interval-end", "quantile-0",
+        "quantile-high", "trials", "seeds", "no-population", "population-random"])
+def test_python_api_refuses_bad_pbt(tmp_path, kwargs):
+    with pytest.raises(ConfigError):
+        sweep(_config(), logdir=str(tmp_path), **kwargs)
+    assert os.listdir(tmp_path) == []
+
+
+def _rows(path):
+    return list(csv.DictReader(open(path, encoding="utf-8")))
+
+
+def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
+    code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, *TINY, *PBT, "--seed", "3",
+                                 "--logdir", str(tmp_path), "--run-name", "cli"])
+    assert code == 0, err
+    run = tmp_path / "cli"
+    summary = json.load(open(run / "summary.json"))
+    ckpt = load_checkpoint(run)
+    state = ckpt.extra["controller"]
+    assert summary["search"]["strategy"] == "pbt" and summary["search"]["population"] == 4
+    assert summary["settings"] == state["settings"]  # each member's hyperparameters at the end
+    # every member its own seed key (not common random numbers)
+    keys = np.asarray(jax.random.key_data(ckpt.runner_state.key))
+    assert len({tuple(k) for k in keys}) == 4
+
+    pbt_rows, hp_rows = _rows(run / "pbt.csv"), _rows(run / "hparams.csv")
+    assert summary["pbt"]["exploits"] == len(pbt_rows) > 0
+    assert [int(r["update"]) for r in hp_rows] == [u for u in (0, 2, 4, 6) for _ in range(4)]
+    last = {int(r["member"]): r for r in hp_rows if r["update"] == "6"}
+    for m, setting in enumerate(state["settings"]):  # hparams.csv ends at the checkpoint's
+        for k, v in setting.items():
+            assert float(last[m][k]) == v
+    for r in pbt_rows:  # each exploit: the member's row before and after
+        before = {int(h["member"]): h for h in hp_rows
+                  if int(h["update"]) == int(r["update"]) - 2}
+        after = {int(h["member"]): h for h in hp_rows if h["update"] == r["update"]}
+        m = int(r["member"])
+        for k in SPACE:
+            assert float(r[f"{k}_before"]) == float(before[m][k])
+            assert float(r[f"{k}_after"]) == float(after[m][k])
+        assert float(r["parent_return"]) >= float(r["member_return"] or "-inf")
+    table = list(csv.DictReader(open(run / "sweep.csv", encoding="utf-8")))
+    assert sorted(int(r["runs"]) for r in table) == [0, 1, 2, 3]  # one row per member
+
+    # the best member is evaluable
+    best = int(table[0]["runs"])
+    policy = load_policy(run, seed=best)
+    np.testing.assert_array_equal(jax.tree.leaves(policy.train_state.params)[0],
+                                  jax.tree.leaves(ckpt.train_state.params)[0][best])
+    code, err = run_cli(capsys, ["eval", str(run), "--episodes", "2", "--no-json"])
+    assert code == 0, err
+
+    # stopped between two PBT steps (the window half full), then resumed: the same run
+    config = _config()
+    stopped = sweep(config, space=SPACE, search="pbt", population=4, interval=2, seed=3,
+                    logdir=str(tmp_path), run_name="api", progress=False, tensorboard=False,
+                    checkpoint_every=1, callbacks=[lambda e: e.update < 3])
+    assert stopped.result.update == 3
+    code, err = run_cli(capsys, ["train", "--resume", str(tmp_path / "api")])
+    assert code == 2 and len(err) == 1 and "sweep --resume" in err[0], err
+    resumed = resume_sweep(tmp_path / "api", progress=False, tensorboard=False)
+    assert resumed.result.summary["settings"] == summary["settings"]
+    assert resumed.result.summary["pbt"] == summary["pbt"]
+    for name in ("pbt.csv", "hparams.csv"):
+        assert open(tmp_path / "api" / name).read() == open(run / name).read(), name
+    for a, b in zip(jax.tree.leaves(to_host(load_checkpoint(tmp_path / "api").runner_state)),
+                    jax.tree.leaves(to_host(ckpt.runner_state)), strict=True):
+        np.testing.assert_array_equal(a, b)  # params, optimizer, normaliser, envs, keys
