@@ -255,3 +255,12 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
     for a, b in zip(jax.tree.leaves(to_host(load_checkpoint(tmp_path / "api").runner_state)),
                     jax.tree.leaves(to_host(ckpt.runner_state)), strict=True):
         np.testing.assert_array_equal(a, b)  # params, optimizer, normaliser, envs, keys
+
+
+def test_chunks_end_on_every_pbt_update():
+    pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=20)
+    assert pbt.chunk_length(61) == 20 and pbt.chunk_length(7) == 5 and pbt.chunk_length(1) == 1
+    assert pbt.chunk_length(61, start_update=30) == 10  # resumed between two PBT updates
+    assert [u for u in range(9) if pbt.due(u)] == []  # 8 updates: none before the end
+    pbt.interval = 2
+    assert [u for u in range(9) if pbt.due(u)] == [2, 4, 6]
