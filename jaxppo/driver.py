@@ -165,7 +165,8 @@ class Driver:
         A stop after chunk k returns chunk k's state; a chunk already in flight is dropped.
         With donation, chunk k's state reaches `on_chunk` as a host copy (keys as raw data).
         A `controller` sees every chunk, and at its `due` updates the pipeline drains: it
-        replaces the state and hparams before `on_chunk` and before the next chunk starts."""
+        replaces the state and hparams before the next chunk starts (and before `on_chunk`,
+        which then sees the new state while that chunk runs)."""
         lengths = iter(chunk_lengths(self.num_updates, self.chunk_updates, start_update))
         update = start_update
         inflight: _InFlight | None = None
@@ -189,16 +190,17 @@ class Driver:
                 last = now
                 if controller is not None:
                     controller.observe(result)
-                if hold:  # nothing is in flight: the next chunk starts from what it returns
+                if hold:  # the pipeline drained: the next chunk starts from what it returns
                     runner, hparams = controller.replace(inflight.runner, hparams,
                                                          inflight.update)
-                    done_runner = (jax.device_get(keys_as_data(runner))
-                                   if self.donate and n is not None else runner)
+                    done_runner = runner
+                    if n is not None:  # dispatched before the callbacks, which overlap it
+                        if self.donate:
+                            done_runner = jax.device_get(keys_as_data(runner))
+                        nxt = self._dispatch(runner, hparams, n, update)
+                        update += n
                 if not on_chunk(done_runner, result):
                     return done_runner
-            if hold and n is not None:
-                nxt = self._dispatch(runner, hparams, n, update)
-                update += n
             if nxt is None:
                 return runner  # the last chunk's state (or the input, if nothing was left)
             inflight = nxt

@@ -247,6 +247,10 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
     assert stopped.result.update == 3
     code, err = run_cli(capsys, ["train", "--resume", str(tmp_path / "api")])
     assert code == 2 and len(err) == 1 and "sweep --resume" in err[0], err
+    # stopped again right after a PBT step (its next chunk already in flight), then resumed
+    again = resume_sweep(tmp_path / "api", progress=False, tensorboard=False,
+                         callbacks=[lambda e: e.update < 4])
+    assert again.result.update == 4
     resumed = resume_sweep(tmp_path / "api", progress=False, tensorboard=False)
     assert resumed.result.summary["settings"] == summary["settings"]
     assert resumed.result.summary["pbt"] == summary["pbt"]
