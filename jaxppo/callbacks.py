@@ -16,6 +16,7 @@ Axis legend: R = runs (seeds, or settings x seeds of a sweep), C = updates in th
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 import time
@@ -83,6 +84,9 @@ class ChunkEvent:
     stats: RunStats  # the running account, this chunk included
     runner: Any
     diverged: Divergence | None  # the first NaN/Inf update, if any
+    # [R] the agents this chunk stepped; None: all. A halving sweep's stopped agents are not
+    # stepped: their metrics cells are NaN (episodes 0) and no log writes rows for them.
+    active: np.ndarray | None = None
 
     @property
     def sps(self) -> float:
@@ -218,6 +222,7 @@ class _Good(NamedTuple):
     runner: Any
     update: int
     stats: dict
+    search: dict | None  # the search record as it was then (halving's decisions so far)
 
 
 class Checkpointer(Callback):
@@ -246,7 +251,8 @@ class Checkpointer(Callback):
     def on_chunk(self, event: ChunkEvent) -> None:
         if event.diverged is not None and not self.allow_nonfinite:
             return  # never a NaN state; on_end saves the last good one
-        self.good = _Good(event.runner, event.update, event.stats.to_dict(event.wall_s))
+        self.good = _Good(event.runner, event.update, event.stats.to_dict(event.wall_s),
+                          copy.deepcopy(self.info.search))
         due_updates = self.every and event.update // self.every > event.first_update // self.every
         due_time = self.every_s and time.perf_counter() - self.last_save >= self.every_s
         if from_process_0(int(bool(due_updates or due_time))):
@@ -262,8 +268,8 @@ class Checkpointer(Callback):
                 extra["settings"] = self.info.settings
             if self.info.env is not None:
                 extra["env"] = self.info.env
-            if self.info.search is not None:
-                extra["search"] = self.info.search
+            if good.search is not None:
+                extra["search"] = good.search
             if self.info.log_gaps:
                 extra["log_gaps"] = [list(g) for g in self.info.log_gaps]
             save_checkpoint(self.info.run_dir, host, self.info.config, good.update,

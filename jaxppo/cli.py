@@ -3,6 +3,7 @@
     jaxppo train --config configs/cartpole.yaml [--seeds 8] [--set lr=1e-3]
     jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
     jaxppo sweep --config configs/cartpole.yaml --search random --trials 16 --space lr=1e-4:1e-2:log
+    jaxppo sweep --config configs/cartpole.yaml --search halving --trials 9 --space lr=1e-4:1e-2:log
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
     jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
@@ -45,6 +46,7 @@ from jaxppo.search import (
     random_search,
     sweep_rows,
 )
+from jaxppo.search.halving import halving_search, is_halving
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -235,7 +237,8 @@ def _refuse_with_resume(args) -> None:
                             ("--grid", getattr(args, "grid", None)),
                             ("--space", getattr(args, "space", None)),
                             ("--search", getattr(args, "search", None)),
-                            ("--trials", getattr(args, "trials", None))) if v]
+                            ("--trials", getattr(args, "trials", None)),
+                            ("--eta", getattr(args, "eta", None))) if v]
     if given:
         raise UsageError(f"--resume continues a run with its own config, seeds and run "
                          f"directory: drop {', '.join(given)}")
@@ -243,7 +246,11 @@ def _refuse_with_resume(args) -> None:
 
 def _sweep_settings(args, config) -> tuple[list[dict], dict | None]:
     """A sweep's settings: `--grid`'s every combination, or `--trials` drawn from `--space`
-    (`--search random`) with the sweep's seed; and the search's record (None for a grid)."""
+    (`--search random`, or `halving`: the same draw, trained in rungs) with the sweep's seed;
+    and the search's record (None for a grid)."""
+    if args.eta is not None and args.search != "halving":
+        raise UsageError("--eta is for --search halving (the share of settings kept after "
+                         "each rung is 1/eta)")
     if (args.search or "grid") == "grid":
         if args.space:
             raise UsageError("--space is for --search random; a grid sweep takes --grid "
@@ -252,10 +259,13 @@ def _sweep_settings(args, config) -> tuple[list[dict], dict | None]:
             raise UsageError("--trials is for --search random (a grid runs every combination)")
         return grid_settings(parse_grid(args.grid)), None
     if args.grid:
-        raise UsageError("--grid is for --search grid; a random search takes --space "
+        raise UsageError(f"--grid is for --search grid; a {args.search} search takes --space "
                          "KEY=LOW:HIGH[:log] or KEY=a,b,c")
     if args.trials is None:
-        raise UsageError("--search random needs --trials N (how many settings to draw)")
+        raise UsageError(f"--search {args.search} needs --trials N (how many settings to draw)")
+    if args.search == "halving":
+        return halving_search(config, parse_space(args.space, "halving"), args.trials,
+                              3 if args.eta is None else args.eta, args.seed or 0, cli=True)
     return random_search(config, parse_space(args.space), args.trials, args.seed or 0, cli=True)
 
 
@@ -282,8 +292,9 @@ def cmd_sweep(args) -> int:
                          logdir=args.logdir or "runs", run_name=args.run_name, search=search,
                          **opts)
     n = len(exp.settings)
+    how = ("in rungs (successive halving)" if is_halving(exp.search) else "in one program")
     result, code = _run(exp, args, f"jaxppo sweep: {exp.config.env_id} | {n} settings x "
-                                   f"{exp.seeds} seeds = {exp.num_runs} agents in one program")
+                                   f"{exp.seeds} seeds = {exp.num_runs} agents {how}")
     if result is None:
         return code
     code = _stopped(result, "sweep")
@@ -460,13 +471,17 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
     common(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
-    s.add_argument("--search", choices=("grid", "random"), default=None,
+    s.add_argument("--search", choices=("grid", "random", "halving"), default=None,
                    help="grid (default): every --grid combination; random: --trials settings "
-                        "drawn from --space with --seed")
+                        "drawn from --space with --seed; halving: the same draw, trained in "
+                        "rungs, keeping the best 1/--eta after each")
     s.add_argument("--space", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|a,b,c",
-                   help="with --search random: a float hyperparameter's range or choices")
+                   help="with --search random/halving: a float hyperparameter's range or choices")
     s.add_argument("--trials", type=positive_int("--trials"), default=None, metavar="N",
-                   help="with --search random: how many settings to draw")
+                   help="with --search random/halving: how many settings to draw")
+    s.add_argument("--eta", type=int, default=None, metavar="ETA",
+                   help="with --search halving: keep the best 1/ETA of the settings after "
+                        "each rung (default 3)")
     s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
     s.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
                    metavar="UPDATES", help="save a checkpoint every this many updates")

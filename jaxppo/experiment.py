@@ -60,6 +60,15 @@ from jaxppo.logger import (
     write_summary,
 )
 from jaxppo.machine import peak_device_bytes
+from jaxppo.search.halving import (
+    Rungs,
+    expand_metrics,
+    is_halving,
+    put_runs,
+    run_updates,
+    take_runs,
+    to_host,
+)
 from jaxppo.search.table import SweepTable, sweep_csv_problem, sweep_rows
 from jaxppo.sharding import make_placement
 from jaxppo.stats import RunStats, mean_std_or_none, quiet_nonfinite, returns_or_none
@@ -262,9 +271,13 @@ class Experiment:
         damaged = []
         writes_log = kwargs.get("builtin_callbacks", True) or any(
             isinstance(c, CsvLogger) for c in kwargs.get("callbacks", ()))
-        if not rebuild and writes_log and is_main_process():
-            gaps, damaged = check_metrics_log(run_dir, update, ckpt.num_runs, gaps, repair_log)
         seeds = ckpt.num_runs // (len(settings) if settings else 1)
+        if not rebuild and writes_log and is_main_process():
+            # a halving sweep's stopped agents have no rows after their rung
+            ends = (run_updates(extra["search"], seeds, update)
+                    if is_halving(extra.get("search")) else None)
+            gaps, damaged = check_metrics_log(run_dir, update, ckpt.num_runs, gaps, repair_log,
+                                              run_ends=ends)
         exp = cls(config, seeds=seeds, hparams=settings, seed=int(extra.get("seed", 0)),
                   logdir=os.path.dirname(os.path.abspath(run_dir)),
                   run_name=os.path.basename(os.path.abspath(run_dir)),
@@ -317,6 +330,9 @@ class Experiment:
         # Refuses a config that cannot fit, before any file is written or anything compiles.
         driver = Driver(placement, self.num_runs, config.num_updates,
                         chunk_updates=self.chunk_updates, donate=self.donate)
+        rung_drivers = None
+        if is_halving(self.search):  # each rung's program, checked (not compiled) up front
+            rung_drivers = self._rung_drivers(placement, driver, resume["update"] if resume else 0)
         main = is_main_process()
         if resume:
             run_dir, fresh = resume["run_dir"], False
@@ -341,7 +357,7 @@ class Experiment:
                 shutil.copyfile(log, copy)
                 print(f"note: '{log}' was repaired: {'; '.join(resume['keep_damaged_log'])}; the file "
                       f"as it was is kept as '{copy}'", file=sys.stderr)
-            return self._run(placement, driver, run_dir, main)
+            return self._run(placement, driver, run_dir, main, rung_drivers)
         except BaseException:
             # Only a run dir in which nothing ran goes (no orphan after Ctrl-C while compiling);
             # once a chunk has run, its logs (and any checkpoint) are the run's and are kept.
@@ -353,7 +369,8 @@ class Experiment:
             if lock is not None:
                 lock.release()
 
-    def _run(self, placement, driver: Driver, run_dir: str | None, main: bool) -> RunResult:
+    def _run(self, placement, driver: Driver, run_dir: str | None, main: bool,
+             rung_drivers: list | None = None) -> RunResult:
         config, resume = self.config, self._resume
         start_update = resume["update"] if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
@@ -370,14 +387,18 @@ class Experiment:
         try:
             for cb in callbacks:
                 cb.on_start(info)
-            driver.compile(inputs, start_update)
-            loop.compile_s = driver.compile_s
-            for cb in callbacks:
-                cb.on_compiled(info, driver.compile_s)
-            runner = driver.place(resume["runner"]) if resume else driver.init(inputs)
-            with StopFlag() as stop:
-                loop.stop_flag = stop
-                final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk, t_start)
+            if rung_drivers is not None:
+                final = self._run_rungs(placement, rung_drivers, inputs, loop, info, t_start)
+            else:
+                driver.compile(inputs, start_update)
+                loop.compile_s = driver.compile_s
+                for cb in callbacks:
+                    cb.on_compiled(info, driver.compile_s)
+                runner = driver.place(resume["runner"]) if resume else driver.init(inputs)
+                with StopFlag() as stop:
+                    loop.stop_flag = stop
+                    final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk,
+                                       t_start)
         except BaseException:
             loop.status = "error"
             _end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
@@ -389,6 +410,65 @@ class Experiment:
         if error is not None:
             raise error
         return result
+
+    def _rung_drivers(self, placement, driver: Driver, start_update: int) -> list:
+        """(rung, Driver) for each rung still to run, each for its survivors only (N x seeds
+        agents, N/eta x seeds, ...) and ending at the rung's end; one chunk length for all."""
+        rec = self.search
+        sizes = Rungs(rec, self.seeds, np.zeros(self.num_runs, bool)).sizes
+        return [(k, Driver(placement, sizes[k] * self.seeds, end,
+                           chunk_updates=driver.chunk_updates, donate=self.donate))
+                for k, end in enumerate(rec["rungs"]) if end > start_update]
+
+    def _run_rungs(self, placement, rung_drivers: list, inputs, loop: _Loop, info: RunInfo,
+                   t_start: float):
+        """A halving sweep (`search/halving.py`): rung by rung, each rung's survivors in the
+        program compiled for them; every agent's state is kept on the host between rungs (and
+        is what callbacks and checkpoints see), a stopped agent's as its rung left it."""
+        rungs = Rungs(self.search, self.seeds, loop.diverged_runs)
+        keys, hparams = self.keys(), self.stacked_hparams()
+        full = self._resume["runner"] if self._resume else None
+        update = info.start_update
+        with StopFlag() as stop:
+            loop.stop_flag = stop
+            for k, driver in rung_drivers:
+                runs = rungs.runs(k)
+                whole = len(runs) == self.num_runs
+                part = inputs if whole else placement.place_inputs(
+                    keys[runs], jax.tree.map(lambda x, r=runs: x[r], hparams))
+                driver.compile(part, update, init=full is None)
+                loop.compile_s += driver.compile_s
+                if k == rung_drivers[0][0]:
+                    for cb in loop.callbacks:
+                        cb.on_compiled(info, loop.compile_s)
+                if self.progress and is_main_process():
+                    print(f"rung {k + 1}/{len(rungs.ends)}: {len(runs) // self.seeds} settings x "
+                          f"{self.seeds} seeds = {len(runs)} agents, updates {update + 1}-"
+                          f"{rungs.ends[k]} ({len(driver._programs)} program(s) for "
+                          f"{len(runs)} runs compiled in {driver.compile_s:.1f} s)", flush=True)
+                if full is None:
+                    runner = driver.init(part)
+                elif whole:
+                    runner = driver.place(full)
+                else:
+                    runner = driver.place(take_runs(to_host(full), runs, driver.template(part)))
+
+                def on_chunk(state, chunk: ChunkResult, runs=runs, whole=whole) -> bool:
+                    nonlocal full
+                    rungs.observe(chunk.metrics, runs, chunk.first_update)  # before a checkpoint
+                    if whole:
+                        full = state
+                        return loop.on_chunk(state, chunk)
+                    full = put_runs(to_host(full), runs, state)
+                    metrics = expand_metrics(chunk.metrics, runs, self.num_runs)
+                    return loop.on_chunk(full, chunk._replace(metrics=metrics),
+                                         np.isin(np.arange(self.num_runs), runs))
+
+                driver.run(runner, part.hparams, update, on_chunk, t_start)
+                update = loop.stats.update
+                if loop.status != "running":
+                    break
+        return full
 
     def _rebuild(self, write: bool = True) -> RunResult:
         """A finished run's missing results (summary.json, curve.png; a sweep's sweep.csv and
@@ -479,10 +559,11 @@ class _Loop:
         self.stop_flag = None
 
     @quiet_nonfinite
-    def on_chunk(self, runner, chunk: ChunkResult) -> bool:
+    def on_chunk(self, runner, chunk: ChunkResult, active: np.ndarray | None = None) -> bool:
+        """`active`: [R] the agents this chunk stepped (a halving sweep's survivors; None: all)."""
         self.ran = True
         m = chunk.metrics
-        self.stats.add_chunk(m, chunk.first_update, chunk.wall_s, chunk.chunk_s)
+        self.stats.add_chunk(m, chunk.first_update, chunk.wall_s, chunk.chunk_s, active)
         self.chunks.append(m)
         bad = find_nonfinite(m, chunk.first_update)
         self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
@@ -490,7 +571,7 @@ class _Loop:
             self.divergences.setdefault(d.run, d)
         event = ChunkEvent(self.info, chunk.first_update, chunk.update, m,
                            self.stats.wall_before + chunk.wall_s, chunk.chunk_s, self.compile_s,
-                           self.stats, runner, bad)
+                           self.stats, runner, bad, active)
         go_on = True
         for cb in self.callbacks:
             if _says_stop(cb, cb.on_chunk(event)):
@@ -538,7 +619,9 @@ class _Loop:
             "compile_s": round(self.compile_s, 3),
             "sps": round(stats.sps_per_run * exp.num_runs, 1),
             "sps_per_run": round(stats.sps_per_run, 1),
-            "env_steps": int(stats.update * c.batch_size),
+            # per agent; a halving sweep's: the sum over agents, each as far as it trained
+            "env_steps": int(stats.update * c.batch_size if not is_halving(exp.search) else
+                             run_updates(exp.search, exp.seeds, stats.update).sum() * c.batch_size),
             "episodes_per_run": [float(x) for x in stats.episodes],
             "solved": stats.solved,
             "threshold": stats.threshold,

@@ -215,10 +215,18 @@ def _values(row: dict) -> tuple:
     return tuple(v and repr(float(v)) for v in row.values())
 
 
-def audit_log(rows: list[dict], last: int, num_runs: int) -> LogAudit:
+def _expected(last: int, num_runs: int, run_ends=None) -> set:
+    """The (update, run) rows of updates 1..`last`; with `run_ends` [R], a run's only up to
+    its own end (a halving sweep's stopped agents log nothing after their rung)."""
+    ends = [last] * num_runs if run_ends is None else [min(last, int(e)) for e in run_ends]
+    return {(u, r) for r in range(num_runs) for u in range(1, ends[r] + 1)}
+
+
+def audit_log(rows: list[dict], last: int, num_runs: int, run_ends=None) -> LogAudit:
     """`parse_metrics_log`'s rows as a resume to update `last` keeps them: identical copies
     of a row collapse to one (nothing is lost), rows past `last` (logged before a hard stop)
-    go, and so do rows no run of the checkpoint wrote; what is left is sorted."""
+    go, and so do rows no run of the checkpoint wrote; what is left is sorted. `run_ends`:
+    see `_expected`."""
     seen: dict[tuple[int, int], dict] = {}
     conflicts, alien = [], 0
     for r in rows:
@@ -229,7 +237,7 @@ def audit_log(rows: list[dict], last: int, num_runs: int) -> LogAudit:
             seen[key] = r
         elif key[0] <= last and _values(seen[key]) != _values(r) and key not in conflicts:
             conflicts.append(key)
-    missing = {(u, r) for u in range(1, last + 1) for r in range(num_runs)} - set(seen)
+    missing = _expected(last, num_runs, run_ends) - set(seen)
     extra = [k for k in (rows[0] if rows else {}) if k not in CSV_HEADER]
     return LogAudit([seen[k] for k in sorted(seen)], missing, conflicts, alien, extra)
 
@@ -295,7 +303,7 @@ def _kept_rows(path: str, start_update: int, num_runs: int) -> str:
 
 
 def check_metrics_log(run_dir: str, update: int, num_runs: int, known_gaps=(),
-                      repair: bool = False) -> tuple[list[tuple], list[str]]:
+                      repair: bool = False, run_ends=None) -> tuple[list[tuple], list[str]]:
     """Before a resume writes anything: does metrics.csv hold every update 1..`update` of the
     checkpoint (one row per run), apart from `known_gaps` (what an earlier repair recorded,
     `encode_gaps`)? Returns the gaps to record from now on (the known ones and any new ones)
@@ -310,7 +318,7 @@ def check_metrics_log(run_dir: str, update: int, num_runs: int, known_gaps=(),
     path = os.path.join(run_dir, "metrics.csv")
     known = decode_gaps(known_gaps, num_runs)
     if not os.path.lexists(path):
-        missing = {(u, r) for u in range(1, update + 1) for r in range(num_runs)} - known
+        missing = _expected(update, num_runs, run_ends) - known
         if missing:
             print(f"note: '{path}' is missing; a fresh one starts at update {update + 1} and "
                   f"summary.json records updates {ranges_text(as_ranges(u for u, _ in missing))}"
@@ -321,7 +329,7 @@ def check_metrics_log(run_dir: str, update: int, num_runs: int, known_gaps=(),
     except OSError as e:
         raise UsageError(f"cannot read '{path}' ({e.strerror}); restore it or move it away "
                          "to start a fresh log") from None
-    audit = audit_log(rows, update, num_runs)
+    audit = audit_log(rows, update, num_runs, run_ends)
     missing = audit.missing - known
     drops = []
     if audit.alien:
@@ -384,8 +392,9 @@ class CsvLogger(_Background):
     def _write(self, event: ChunkEvent) -> None:
         m = event.metrics
         R, C = m["episodes"].shape
+        runs = range(R) if event.active is None else np.flatnonzero(event.active)
         for j in range(C):
-            for r in range(R):
+            for r in runs:
                 self._csv.writerow([event.first_update + j + 1, r, int(m["env_steps"][r, j]),
                                     f"{event.wall_s:.3f}",
                                     *(_fmt(k, float(m[k][r, j]), m["episodes"][r, j])
@@ -425,6 +434,8 @@ class TensorBoardLogger(_Background):
         sps = event.stats.sps_per_run
         C = m["episodes"].shape[1]
         for r, w in enumerate(self.writers):
+            if event.active is not None and not event.active[r]:
+                continue  # a halving sweep's stopped agent: not stepped, nothing to log
             for j in range(C):
                 # One event per update carrying every scalar: ~12x fewer events than add_scalar.
                 ended = m["episodes"][r, j] > 0

@@ -9,39 +9,49 @@ from collections.abc import Sequence
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.experiment import Experiment, run_dir_of
+from jaxppo.search.halving import halving_search
 from jaxppo.search.space import random_search
 from jaxppo.search.table import SweepResult, grid_settings, sweep_rows
 
 
 def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, seeds: int = 1, *,
           space: dict | None = None, search: str = "grid", trials: int | None = None,
-          **kwargs) -> SweepResult:
+          eta: int | None = None, **kwargs) -> SweepResult:
     """Every setting of `grid` (or `trials` settings drawn at random from `space`) x `seeds`
     seeds in one compiled program; the ranked table.
 
     `search="random"` draws the settings once on the host from `seed` (default 0, also the
     runs' base seed): `space` maps a float hyperparameter to `(low, high)`, `(low, high,
     "log")` (log-uniform) or a list of choices; summary.json records it (`search`).
+    `search="halving"` trains those same `trials` settings in rungs and keeps the best 1/`eta`
+    (default 3) of them after each (`jaxppo.search.halving`); the others stop there.
     With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
     (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
     and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
     A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
     `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, `seed`, ...)."""
     record = None
-    if search == "random":
+    if eta is not None and search != "halving":
+        raise ConfigError(f"eta= is for search='halving', not search={search!r}")
+    if search in ("random", "halving"):
         if grid is not None:
-            raise ConfigError("search='random' draws from space=...; a grid is search='grid'")
+            raise ConfigError(f"search={search!r} draws from space=...; a grid is search='grid'")
         if trials is None:
-            raise ConfigError("search='random' needs trials=N (how many settings to draw)")
-        settings, record = random_search(config, space, trials, kwargs.get("seed", 0))
+            raise ConfigError(f"search={search!r} needs trials=N (how many settings to draw)")
+        if search == "halving":
+            settings, record = halving_search(config, space, trials, 3 if eta is None else eta,
+                                              kwargs.get("seed", 0))
+        else:
+            settings, record = random_search(config, space, trials, kwargs.get("seed", 0))
     elif search == "grid":
         if space is not None or trials is not None:
-            raise ConfigError("space=/trials= are for search='random'; a grid sweep takes grid")
+            raise ConfigError("space=/trials= are for search='random' or 'halving'; a grid sweep "
+                              "takes grid")
         if not grid:
             raise ConfigError("sweep needs at least one hyperparameter with a list of values")
         settings = grid_settings({k: list(v) for k, v in grid.items()})
     else:
-        raise ConfigError(f"search: got {search!r}; use 'grid' or 'random'")
+        raise ConfigError(f"search: got {search!r}; use 'grid', 'random' or 'halving'")
     result = Experiment(config, seeds=seeds, hparams=settings, search=record, **kwargs).run()
     return SweepResult(sweep_rows(result), result, result.run_dir)
 
