@@ -473,9 +473,10 @@ class WandbLogger(Callback):
 
     def on_chunk(self, event: ChunkEvent) -> None:
         m = event.metrics
+        stepped = slice(None) if event.active is None else event.active  # not stopped agents
         for j in range(m["episodes"].shape[1]):
             ended = m["episodes"][:, j] > 0
-            row = {tag: float(np.mean(m[k][:, j])) for k, tag in TB_TAGS.items()
+            row = {tag: float(np.mean(m[k][stepped, j])) for k, tag in TB_TAGS.items()
                    if k not in EPISODE_METRICS}
             if ended.any():
                 for k in (*EPISODE_METRICS, *(k for k in m if k.startswith(ENV_METRIC_PREFIX))):
@@ -512,16 +513,22 @@ def write_summary(run_dir: str, summary: dict) -> None:
 def write_curve(info: RunInfo, threshold: float | None) -> None:
     """`curve.png` from the run's metrics.csv (nothing when it holds no rows)."""
     run_dir = info.run_dir
-    m = read_metrics_csv(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.csv")) else {}
+    # a halving sweep's stopped agents have no rows after their rung: their curves end there
+    ragged = isinstance(info.search, dict) and info.search.get("strategy") == "halving"
+    m = (read_metrics_csv(run_dir, ragged) if os.path.exists(os.path.join(run_dir, "metrics.csv"))
+         else {})
     if not m:
         return
+    returns = forward_fill(m["episodic_return"], m["episodes"])
+    if ragged:
+        returns[np.isnan(m["update"])] = np.nan
     groups = None
     if info.settings is not None:
         seeds = info.num_runs // len(info.settings)
         groups = {setting_label(s): list(range(g * seeds, (g + 1) * seeds))
                   for g, s in enumerate(info.settings)}
-    plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
-               forward_fill(m["episodic_return"], m["episodes"]), info.config.env_id, threshold, groups)
+    plot_curve(os.path.join(run_dir, "curve.png"), np.nanmax(m["env_steps"], axis=0), returns,
+               info.config.env_id, threshold, groups)
 
 
 def json_safe(x: Any) -> Any:
@@ -536,10 +543,11 @@ def json_safe(x: Any) -> Any:
     return x
 
 
-def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
+def read_metrics_csv(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray]:
     """metrics.csv back as arrays [R, U] per column (NaN where a cell is empty), the updates
-    with a row for every run. A file that is not jaxppo's log (not UTF-8 text, another header)
-    is a UsageError, one line."""
+    with a row for every run (`ragged`: every update with a row, NaN where a run has none, as a
+    halving sweep's stopped agents). A file that is not jaxppo's log (not UTF-8 text, another
+    header) is a UsageError, one line."""
     path = os.path.join(run_dir, "metrics.csv")
     rows, problem = parse_metrics_log(path)
     if problem:
@@ -547,6 +555,12 @@ def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
     if not rows:
         return {}
     runs = max(int(r["run"]) for r in rows) + 1
+    if ragged:
+        cells = {(int(r["update"]), int(r["run"])): r for r in rows}
+        updates = sorted({u for u, _ in cells})
+        return {k: np.array([[float(cells[u, r][k]) if (u, r) in cells and cells[u, r][k] != ""
+                              else np.nan for u in updates] for r in range(runs)])
+                for k in rows[0]}
     rows, _ = complete_updates(rows, max(int(r["update"]) for r in rows), runs)
     rows.sort(key=lambda r: (int(r["update"]), int(r["run"])))
     if not rows:

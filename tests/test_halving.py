@@ -21,6 +21,7 @@ from jaxppo import ConfigError, load_config, load_policy
 from jaxppo.checkpoint import load_checkpoint
 from jaxppo.cli import main
 from jaxppo.config import parse_overrides
+from jaxppo.logger import read_metrics_csv
 from jaxppo.search import random_search, rung_ends, rung_sizes, select
 from jaxppo.search.halving import Rungs, min_updates, setting_scores, setting_updates
 from jaxppo.search.sweep import resume_sweep, sweep
@@ -172,6 +173,11 @@ def test_survivors_run_in_smaller_programs_and_stopped_agents_stop(halving_run):
     assert per_run == {g * 2 + i: went[g] for g in range(4) for i in range(2)}
     for r in rows:
         assert int(r["update"]) <= went[int(r["run"]) // 2]
+    # curve.png's data: each agent's curve ends at its rung (the complete updates: rung 1's)
+    m = read_metrics_csv(run, ragged=True)
+    assert (np.isnan(m["update"]).sum(1) == [24 - went[r // 2] for r in range(8)]).all()
+    assert read_metrics_csv(run)["update"].shape == (8, 6)
+    assert os.path.isfile(os.path.join(run, "curve.png"))
     # env_steps: the sum actually stepped, over every agent
     assert summary["env_steps"] == sum(went.values()) * 2 * 64
     # the checkpoint holds every agent, each as far as it trained (its own update counter)
