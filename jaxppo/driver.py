@@ -134,6 +134,11 @@ class Driver:
                 compiler_options=opts)
         self.compile_s = time.perf_counter() - t0
 
+    @property
+    def num_programs(self) -> int:
+        """Chunk programs compiled (one per chunk length)."""
+        return len(self._programs)
+
     def template(self, inputs: RunInputs):
         """Shapes and dtypes of the runner state (what a checkpoint must match)."""
         return jax.eval_shape(self.placement.init_program(inputs), *inputs)

@@ -7,6 +7,7 @@ users of it; so is a notebook:
     result = jaxppo.Experiment.resume("runs/CartPole-v1__...")      # after Ctrl-C or kill -9
     table = jaxppo.sweep(config, {"lr": [1e-4, 3e-4]}, seeds=4)
     table = jaxppo.sweep(config, space={"lr": (1e-4, 1e-2, "log")}, search="random", trials=16)
+    table = jaxppo.sweep(config, space={"lr": (1e-4, 1e-2, "log")}, search="halving", trials=9)
 
 With `logdir=None` nothing is written: the same code, no files (a notebook, a benchmark).
 A run directory has one writer at a time (an OS lock held for the run's life).
@@ -66,6 +67,7 @@ from jaxppo.search.halving import (
     is_halving,
     put_runs,
     run_updates,
+    rung_sizes,
     take_runs,
     to_host,
 )
@@ -415,7 +417,7 @@ class Experiment:
         """(rung, Driver) for each rung still to run, each for its survivors only (N x seeds
         agents, N/eta x seeds, ...) and ending at the rung's end; one chunk length for all."""
         rec = self.search
-        sizes = Rungs(rec, self.seeds, np.zeros(self.num_runs, bool)).sizes
+        sizes = rung_sizes(rec["trials"], rec["eta"])
         return [(k, Driver(placement, sizes[k] * self.seeds, end,
                            chunk_updates=driver.chunk_updates, donate=self.donate))
                 for k, end in enumerate(rec["rungs"]) if end > start_update]
@@ -444,7 +446,7 @@ class Experiment:
                 if self.progress and is_main_process():
                     print(f"rung {k + 1}/{len(rungs.ends)}: {len(runs) // self.seeds} settings x "
                           f"{self.seeds} seeds = {len(runs)} agents, updates {update + 1}-"
-                          f"{rungs.ends[k]} ({len(driver._programs)} program(s) for "
+                          f"{rungs.ends[k]} ({driver.num_programs} program(s) for "
                           f"{len(runs)} runs compiled in {driver.compile_s:.1f} s)", flush=True)
                 if full is None:
                     runner = driver.init(part)
