@@ -209,7 +209,8 @@ def test_a_stopped_agent_can_be_evaluated_and_loaded(halving_run, capsys):
 
 def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving_run):
     """The Python API with the CLI's seed: the same draw; stopped mid-window of the first
-    rung and resumed across both rung boundaries, it equals the uninterrupted CLI sweep."""
+    rung, then past the second rung's end, and resumed, it equals the uninterrupted CLI
+    sweep."""
     run, _, tmp = halving_run
     config = load_config(CARTPOLE, parse_overrides(SETS))
     drawn, _ = random_search(config, SPACE, 4, 3)
@@ -219,6 +220,11 @@ def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving
     assert stopped.result.update == 5
     saved = load_checkpoint(tmp / "api").extra["search"]
     assert saved["kept"] == [[0, 1, 2, 3]] and sum(saved["window"]["count"]) > 0
+    # resumed across rung 1's end, stopped again past rung 2's: the stopped agents' rows in
+    # metrics.csv end at their rung, which the next resume's log check expects
+    again = resume_sweep(tmp / "api", progress=False, tensorboard=False,
+                         callbacks=[lambda e: e.update < 13])
+    assert again.result.update == 13
     table = resume_sweep(tmp / "api", progress=False, tensorboard=False)
     cli = json.load(open(os.path.join(run, "summary.json")))
     api = json.load(open(tmp / "api" / "summary.json"))
