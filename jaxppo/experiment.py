@@ -45,7 +45,7 @@ from jaxppo.callbacks import (
 from jaxppo.checkpoint import checkpoint_path, load_checkpoint
 from jaxppo.config import Hparams, PPOConfig, config_from_dict
 from jaxppo.distributed import from_process_0, gather, is_main_process, make_mesh
-from jaxppo.driver import ChunkResult, Driver, StopFlag
+from jaxppo.driver import ChunkResult, Driver, StopFlag, pick_chunk
 from jaxppo.envs.identity import describe_env
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.files import RunLock, check_no_symlinks, check_run_name
@@ -334,7 +334,8 @@ class Experiment:
                         chunk_updates=self.chunk_updates, donate=self.donate)
         rung_drivers = None
         if is_halving(self.search):  # each rung's program, checked (not compiled) up front
-            rung_drivers = self._rung_drivers(placement, driver, resume["update"] if resume else 0)
+            rung_drivers = self._rung_drivers(placement, resume["update"] if resume else 0)
+            driver = rung_drivers[0][1]
         main = is_main_process()
         if resume:
             run_dir, fresh = resume["run_dir"], False
@@ -413,14 +414,18 @@ class Experiment:
             raise error
         return result
 
-    def _rung_drivers(self, placement, driver: Driver, start_update: int) -> list:
+    def _rung_drivers(self, placement, start_update: int) -> list:
         """(rung, Driver) for each rung still to run, each for its survivors only (N x seeds
-        agents, N/eta x seeds, ...) and ending at the rung's end; one chunk length for all."""
+        agents, N/eta x seeds, ...) and ending at the rung's end. Its chunk length is picked
+        for the rung's own updates, so that it is one program where it can be (not two)."""
         rec = self.search
         sizes = rung_sizes(rec["trials"], rec["eta"])
-        return [(k, Driver(placement, sizes[k] * self.seeds, end,
-                           chunk_updates=driver.chunk_updates, donate=self.donate))
-                for k, end in enumerate(rec["rungs"]) if end > start_update]
+        starts = [0, *rec["rungs"][:-1]]
+        return [(k, Driver(placement, sizes[k] * self.seeds, end, donate=self.donate,
+                           chunk_updates=self.chunk_updates or pick_chunk(
+                               end - max(start, start_update))))
+                for k, (start, end) in enumerate(zip(starts, rec["rungs"], strict=True))
+                if end > start_update]
 
     def _run_rungs(self, placement, rung_drivers: list, inputs, loop: _Loop, info: RunInfo,
                    t_start: float):
@@ -447,7 +452,8 @@ class Experiment:
                     print(f"rung {k + 1}/{len(rungs.ends)}: {len(runs) // self.seeds} settings x "
                           f"{self.seeds} seeds = {len(runs)} agents, updates {update + 1}-"
                           f"{rungs.ends[k]} ({driver.num_programs} program(s) for "
-                          f"{len(runs)} runs compiled in {driver.compile_s:.1f} s)", flush=True)
+                          f"{len(runs)} runs, {driver.chunk_updates} updates per chunk, compiled "
+                          f"in {driver.compile_s:.1f} s)", flush=True)
                 if full is None:
                     runner = driver.init(part)
                 elif whole:
