@@ -193,7 +193,8 @@ class Experiment:
         `config.env_id` names (which then only labels the run); resuming such a run needs the
         same instance again: `Experiment.resume(run_dir, env=..., env_params=...)`.
       search: how a sweep's `hparams` were found (a random search's space, trials and seed),
-        recorded in the checkpoint and summary.json (`search`).
+        recorded in the checkpoint and summary.json (`search`); a halving record
+        (`search.halving.halving_search`) trains them in rungs, keeping the best after each.
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
