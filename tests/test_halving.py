@@ -210,22 +210,24 @@ def test_a_stopped_agent_can_be_evaluated_and_loaded(halving_run, capsys):
 def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving_run):
     """The Python API with the CLI's seed: the same draw; stopped mid-window of the first
     rung, then past the second rung's end, and resumed, it equals the uninterrupted CLI
-    sweep."""
+    sweep (donating its state, as on a GPU, changes nothing either)."""
     run, _, tmp = halving_run
     config = load_config(CARTPOLE, parse_overrides(SETS))
     drawn, _ = random_search(config, SPACE, 4, 3)
+    # with donation (the default on a GPU: each chunk's state reaches the host as a copy,
+    # keys as raw data): the same agents as the CLI's run without it
     stopped = sweep(config, space=SPACE, search="halving", trials=4, eta=2, seeds=2, seed=3,
                     logdir=str(tmp), run_name="api", progress=False, tensorboard=False,
-                    callbacks=[lambda e: e.update < 5])  # window: updates 5-6 of rung 1
+                    donate=True, callbacks=[lambda e: e.update < 5])  # window: updates 5-6
     assert stopped.result.update == 5
     saved = load_checkpoint(tmp / "api").extra["search"]
     assert saved["kept"] == [[0, 1, 2, 3]] and sum(saved["window"]["count"]) > 0
     # resumed across rung 1's end, stopped again past rung 2's: the stopped agents' rows in
     # metrics.csv end at their rung, which the next resume's log check expects
-    again = resume_sweep(tmp / "api", progress=False, tensorboard=False,
+    again = resume_sweep(tmp / "api", progress=False, tensorboard=False, donate=True,
                          callbacks=[lambda e: e.update < 13])
     assert again.result.update == 13
-    table = resume_sweep(tmp / "api", progress=False, tensorboard=False)
+    table = resume_sweep(tmp / "api", progress=False, tensorboard=False, donate=True)
     cli = json.load(open(os.path.join(run, "summary.json")))
     api = json.load(open(tmp / "api" / "summary.json"))
     assert api["settings"] == cli["settings"] == drawn
@@ -241,3 +243,4 @@ def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving
         return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
     assert log(tmp / "api") == log(run)
     assert not any(math.isnan(r["final_return_mean"]) for r in api["ranked"])
+
