@@ -16,6 +16,7 @@ Axis legend: R = runs (seeds, or settings x seeds of a sweep), C = updates in th
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 import time
@@ -83,6 +84,9 @@ class ChunkEvent:
     stats: RunStats  # the running account, this chunk included
     runner: Any
     diverged: Divergence | None  # the first NaN/Inf update, if any
+    # [R] the agents this chunk stepped; None: all. A halving sweep's stopped agents are not
+    # stepped: their metrics cells are NaN (episodes 0) and no log writes rows for them.
+    active: np.ndarray | None = None
 
     @property
     def sps(self) -> float:
@@ -218,6 +222,7 @@ class _Good(NamedTuple):
     runner: Any
     update: int
     stats: dict
+    search: dict | None = None  # the search record as it was then (halving's decisions so far)
     controller: dict | None = None  # the run's controller's state at that update (PBT)
 
 
@@ -249,6 +254,7 @@ class Checkpointer(Callback):
         if event.diverged is not None and not self.allow_nonfinite:
             return  # never a NaN state; on_end saves the last good one
         self.good = _Good(event.runner, event.update, event.stats.to_dict(event.wall_s),
+                          copy.deepcopy(self.info.search),
                           None if self.extra_state is None else self.extra_state())
         due_updates = self.every and event.update // self.every > event.first_update // self.every
         due_time = self.every_s and time.perf_counter() - self.last_save >= self.every_s
@@ -265,8 +271,8 @@ class Checkpointer(Callback):
                 extra["settings"] = self.info.settings
             if self.info.env is not None:
                 extra["env"] = self.info.env
-            if self.info.search is not None:
-                extra["search"] = self.info.search
+            if good.search is not None:
+                extra["search"] = good.search
             if good.controller is not None:
                 extra["controller"] = good.controller
             if self.info.log_gaps:

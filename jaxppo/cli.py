@@ -4,6 +4,7 @@
     jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
     jaxppo sweep --config configs/cartpole.yaml --search random --trials 16 --space lr=1e-4:1e-2:log
     jaxppo sweep --config configs/cartpole.yaml --search pbt --population 16 --space lr=1e-4:1e-2:log
+    jaxppo sweep --config configs/cartpole.yaml --search halving --trials 9 --space lr=1e-4:1e-2:log
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
     jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
@@ -46,6 +47,7 @@ from jaxppo.search import (
     random_search,
     sweep_rows,
 )
+from jaxppo.search.halving import halving_search, is_halving
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
 from jaxppo.search.sweep import sweep_from_checkpoint
 
@@ -241,7 +243,8 @@ def _refuse_with_resume(args) -> None:
                             ("--trials", getattr(args, "trials", None)),
                             ("--population", getattr(args, "population", None)),
                             ("--interval", getattr(args, "interval", None)),
-                            ("--quantile", getattr(args, "quantile", None))) if v]
+                            ("--quantile", getattr(args, "quantile", None)),
+                            ("--eta", getattr(args, "eta", None))) if v]
     if given:
         raise UsageError(f"--resume continues a run with its own config, seeds and run "
                          f"directory: drop {', '.join(given)}")
@@ -249,10 +252,14 @@ def _refuse_with_resume(args) -> None:
 
 def _sweep_settings(args, config) -> tuple[list[dict], dict | None]:
     """A sweep's settings: `--grid`'s every combination, or `--trials` drawn from `--space`
-    (`--search random`), or a PBT population's initial draw (`--search pbt`), with the sweep's
-    seed; and the search's record (None for a grid)."""
+    (`--search random`, or `halving`: the same draw, trained in rungs), or a PBT population's
+    initial draw (`--search pbt`), with the sweep's seed; and the search's record (None for a
+    grid)."""
     pbt_flags = [f for f, v in (("--population", args.population), ("--interval", args.interval),
                                 ("--quantile", args.quantile)) if v is not None]
+    if args.eta is not None and args.search != "halving":
+        raise UsageError("--eta is for --search halving (the share of settings kept after "
+                         "each rung is 1/eta)")
     if args.search == "pbt":
         if args.grid or args.trials is not None:
             raise UsageError(f"{'--grid' if args.grid else '--trials'} is not for --search pbt, "
@@ -281,10 +288,13 @@ def _sweep_settings(args, config) -> tuple[list[dict], dict | None]:
             raise UsageError("--trials is for --search random (a grid runs every combination)")
         return grid_settings(parse_grid(args.grid)), None
     if args.grid:
-        raise UsageError("--grid is for --search grid; a random search takes --space "
+        raise UsageError(f"--grid is for --search grid; a {args.search} search takes --space "
                          "KEY=LOW:HIGH[:log] or KEY=a,b,c")
     if args.trials is None:
-        raise UsageError("--search random needs --trials N (how many settings to draw)")
+        raise UsageError(f"--search {args.search} needs --trials N (how many settings to draw)")
+    if args.search == "halving":
+        return halving_search(config, parse_space(args.space, "halving"), args.trials,
+                              3 if args.eta is None else args.eta, args.seed or 0, cli=True)
     return random_search(config, parse_space(args.space), args.trials, args.seed or 0, cli=True)
 
 
@@ -310,9 +320,12 @@ def cmd_sweep(args) -> int:
                          controller=(PBTController.from_record(config, search, settings)
                                      if pbt else None), **opts)
     n = len(exp.settings)
-    what = (f"{n} settings x {exp.seeds} seeds = {exp.num_runs} agents in one program"
-            if exp.controller is None else f"PBT: {n} members in one program, exploit/explore "
-            f"every {exp.search['interval']} updates")
+    if exp.controller is not None:
+        what = (f"PBT: {n} members in one program, exploit/explore every "
+                f"{exp.search['interval']} updates")
+    else:
+        how = "in rungs (successive halving)" if is_halving(exp.search) else "in one program"
+        what = f"{n} settings x {exp.seeds} seeds = {exp.num_runs} agents {how}"
     result, code = _run(exp, args, f"jaxppo sweep: {exp.config.env_id} | {what}")
     if result is None:
         return code
@@ -493,14 +506,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
     common(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
-    s.add_argument("--search", choices=("grid", "random", "pbt"), default=None,
+    s.add_argument("--search", choices=("grid", "random", "halving", "pbt"), default=None,
                    help="grid (default): every --grid combination; random: --trials settings "
-                        "drawn from --space with --seed; pbt: population-based training of "
-                        "--population members drawn so")
+                        "drawn from --space with --seed; halving: the same draw, trained in "
+                        "rungs, keeping the best 1/--eta after each; pbt: population-based "
+                        "training of --population members drawn so")
     s.add_argument("--space", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|a,b,c",
-                   help="with --search random or pbt: a float hyperparameter's range or choices")
+                   help="with --search random/halving/pbt: a hyperparameter's range or choices")
     s.add_argument("--trials", type=positive_int("--trials"), default=None, metavar="N",
-                   help="with --search random: how many settings to draw")
+                   help="with --search random/halving: how many settings to draw")
+    s.add_argument("--eta", type=int, default=None, metavar="ETA",
+                   help="with --search halving: keep the best 1/ETA of the settings after "
+                        "each rung (default 3)")
     s.add_argument("--population", type=int, default=None, metavar="N",
                    help="with --search pbt: how many members (at least 2)")
     s.add_argument("--interval", type=int, default=None, metavar="U",

@@ -131,19 +131,25 @@ class Driver:
         self.compile_s = 0.0
         self._programs: dict[int, object] = {}
 
-    def compile(self, inputs: RunInputs, start_update: int = 0) -> None:
-        """Compile (or fetch from the persistent cache) the init program and each chunk length
-        the run still needs; time it."""
+    def compile(self, inputs: RunInputs, start_update: int = 0, init: bool = True) -> None:
+        """Compile (or fetch from the persistent cache) the init program (unless `init` is
+        False: a state is given) and each chunk length the run still needs; time it."""
         t0 = time.perf_counter()
         opts = compiler_options(jax.default_backend())
-        self._init = self.placement.init_program(inputs).lower(*inputs).compile(
-            compiler_options=opts)
+        if init:
+            self._init = self.placement.init_program(inputs).lower(*inputs).compile(
+                compiler_options=opts)
         template = self.template(inputs)
         for n in sorted(set(chunk_lengths(self.num_updates, self.chunk_updates, start_update))):
             program = self.placement.run_program(inputs, n, donate=self.donate)
             self._programs[n] = program.lower(template, inputs.hparams).compile(
                 compiler_options=opts)
         self.compile_s = time.perf_counter() - t0
+
+    @property
+    def num_programs(self) -> int:
+        """Chunk programs compiled (one per chunk length)."""
+        return len(self._programs)
 
     def template(self, inputs: RunInputs):
         """Shapes and dtypes of the runner state (what a checkpoint must match)."""

@@ -7,6 +7,7 @@ users of it; so is a notebook:
     result = jaxppo.Experiment.resume("runs/CartPole-v1__...")      # after Ctrl-C or kill -9
     table = jaxppo.sweep(config, {"lr": [1e-4, 3e-4]}, seeds=4)
     table = jaxppo.sweep(config, space={"lr": (1e-4, 1e-2, "log")}, search="random", trials=16)
+    table = jaxppo.sweep(config, space={"lr": (1e-4, 1e-2, "log")}, search="halving", trials=9)
 
 With `logdir=None` nothing is written: the same code, no files (a notebook, a benchmark).
 A run directory has one writer at a time (an OS lock held for the run's life).
@@ -60,6 +61,16 @@ from jaxppo.logger import (
     write_summary,
 )
 from jaxppo.machine import peak_device_bytes
+from jaxppo.search.halving import (
+    Rungs,
+    expand_metrics,
+    is_halving,
+    put_runs,
+    run_updates,
+    rung_sizes,
+    take_runs,
+    to_host,
+)
 from jaxppo.search.table import SweepTable, sweep_csv_problem, sweep_rows
 from jaxppo.sharding import make_placement
 from jaxppo.stats import RunStats, mean_std_or_none, quiet_nonfinite, returns_or_none
@@ -182,7 +193,8 @@ class Experiment:
         `config.env_id` names (which then only labels the run); resuming such a run needs the
         same instance again: `Experiment.resume(run_dir, env=..., env_params=...)`.
       search: how a sweep's `hparams` were found (a random search's space, trials and seed),
-        recorded in the checkpoint and summary.json (`search`).
+        recorded in the checkpoint and summary.json (`search`); a halving record
+        (`search.halving.halving_search`) trains them in rungs, keeping the best after each.
       controller: replaces the runner state and hparams between chunks (PBT:
         `jaxppo.search.pbt.PBTController`): the driver's `due`/`observe`/`replace`, plus
         `chunk_length(want, start_update)`, `start(run_dir, start_update, saved) -> Hparams`,
@@ -269,9 +281,13 @@ class Experiment:
         damaged = []
         writes_log = kwargs.get("builtin_callbacks", True) or any(
             isinstance(c, CsvLogger) for c in kwargs.get("callbacks", ()))
-        if not rebuild and writes_log and is_main_process():
-            gaps, damaged = check_metrics_log(run_dir, update, ckpt.num_runs, gaps, repair_log)
         seeds = ckpt.num_runs // (len(settings) if settings else 1)
+        if not rebuild and writes_log and is_main_process():
+            # a halving sweep's stopped agents have no rows after their rung
+            ends = (run_updates(extra["search"], seeds, update)
+                    if is_halving(extra.get("search")) else None)
+            gaps, damaged = check_metrics_log(run_dir, update, ckpt.num_runs, gaps, repair_log,
+                                              run_ends=ends)
         exp = cls(config, seeds=seeds, hparams=settings, seed=int(extra.get("seed", 0)),
                   logdir=os.path.dirname(os.path.abspath(run_dir)),
                   run_name=os.path.basename(os.path.abspath(run_dir)),
@@ -333,6 +349,10 @@ class Experiment:
         # Refuses a config that cannot fit, before any file is written or anything compiles.
         driver = Driver(placement, self.num_runs, config.num_updates,
                         chunk_updates=chunk, donate=self.donate)
+        rung_drivers = None
+        if is_halving(self.search):  # each rung's program, checked (not compiled) up front
+            rung_drivers = self._rung_drivers(placement, resume["update"] if resume else 0)
+            driver = rung_drivers[0][1]
         main = is_main_process()
         if resume:
             run_dir, fresh = resume["run_dir"], False
@@ -357,7 +377,7 @@ class Experiment:
                 shutil.copyfile(log, copy)
                 print(f"note: '{log}' was repaired: {'; '.join(resume['keep_damaged_log'])}; the file "
                       f"as it was is kept as '{copy}'", file=sys.stderr)
-            return self._run(placement, driver, run_dir, main)
+            return self._run(placement, driver, run_dir, main, rung_drivers)
         except BaseException:
             # Only a run dir in which nothing ran goes (no orphan after Ctrl-C while compiling);
             # once a chunk has run, its logs (and any checkpoint) are the run's and are kept.
@@ -369,7 +389,8 @@ class Experiment:
             if lock is not None:
                 lock.release()
 
-    def _run(self, placement, driver: Driver, run_dir: str | None, main: bool) -> RunResult:
+    def _run(self, placement, driver: Driver, run_dir: str | None, main: bool,
+             rung_drivers: list | None = None) -> RunResult:
         config, resume = self.config, self._resume
         start_update = resume["update"] if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
@@ -390,15 +411,18 @@ class Experiment:
         try:
             for cb in callbacks:
                 cb.on_start(info)
-            driver.compile(inputs, start_update)
-            loop.compile_s = driver.compile_s
-            for cb in callbacks:
-                cb.on_compiled(info, driver.compile_s)
-            runner = driver.place(resume["runner"]) if resume else driver.init(inputs)
-            with StopFlag() as stop:
-                loop.stop_flag = stop
-                final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk, t_start,
-                                   self.controller)
+            if rung_drivers is not None:
+                final = self._run_rungs(placement, rung_drivers, inputs, loop, info, t_start)
+            else:
+                driver.compile(inputs, start_update)
+                loop.compile_s = driver.compile_s
+                for cb in callbacks:
+                    cb.on_compiled(info, driver.compile_s)
+                runner = driver.place(resume["runner"]) if resume else driver.init(inputs)
+                with StopFlag() as stop:
+                    loop.stop_flag = stop
+                    final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk,
+                                       t_start, self.controller)
         except BaseException:
             loop.status = "error"
             _end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
@@ -410,6 +434,70 @@ class Experiment:
         if error is not None:
             raise error
         return result
+
+    def _rung_drivers(self, placement, start_update: int) -> list:
+        """(rung, Driver) for each rung still to run, each for its survivors only (N x seeds
+        agents, N/eta x seeds, ...) and ending at the rung's end. Its chunk length is picked
+        for the rung's own updates, so that it is one program where it can be (not two)."""
+        rec = self.search
+        sizes = rung_sizes(rec["trials"], rec["eta"])
+        starts = [0, *rec["rungs"][:-1]]
+        return [(k, Driver(placement, sizes[k] * self.seeds, end, donate=self.donate,
+                           chunk_updates=self.chunk_updates or pick_chunk(
+                               end - max(start, start_update))))
+                for k, (start, end) in enumerate(zip(starts, rec["rungs"], strict=True))
+                if end > start_update]
+
+    def _run_rungs(self, placement, rung_drivers: list, inputs, loop: _Loop, info: RunInfo,
+                   t_start: float):
+        """A halving sweep (`search/halving.py`): rung by rung, each rung's survivors in the
+        program compiled for them; every agent's state is kept on the host between rungs (and
+        is what callbacks and checkpoints see), a stopped agent's as its rung left it."""
+        rungs = Rungs(self.search, self.seeds, loop.diverged_runs)
+        keys, hparams = self.keys(), self.stacked_hparams()
+        full = self._resume["runner"] if self._resume else None
+        update = info.start_update
+        with StopFlag() as stop:
+            loop.stop_flag = stop
+            for k, driver in rung_drivers:
+                runs = rungs.runs(k)
+                whole = len(runs) == self.num_runs
+                part = inputs if whole else placement.place_inputs(
+                    keys[runs], jax.tree.map(lambda x, r=runs: x[r], hparams))
+                driver.compile(part, update, init=full is None)
+                loop.compile_s += driver.compile_s
+                if k == rung_drivers[0][0]:
+                    for cb in loop.callbacks:
+                        cb.on_compiled(info, loop.compile_s)
+                if self.progress and is_main_process():
+                    print(f"rung {k + 1}/{len(rungs.ends)}: {len(runs) // self.seeds} settings x "
+                          f"{self.seeds} seeds = {len(runs)} agents, updates {update + 1}-"
+                          f"{rungs.ends[k]} ({driver.num_programs} program(s) for "
+                          f"{len(runs)} runs, {driver.chunk_updates} updates per chunk, compiled "
+                          f"in {driver.compile_s:.1f} s)", flush=True)
+                if full is None:
+                    runner = driver.init(part)
+                elif whole:
+                    runner = driver.place(full)
+                else:
+                    runner = driver.place(take_runs(to_host(full), runs, driver.template(part)))
+
+                def on_chunk(state, chunk: ChunkResult, runs=runs, whole=whole) -> bool:
+                    nonlocal full
+                    rungs.observe(chunk.metrics, runs, chunk.first_update)  # before a checkpoint
+                    if whole:
+                        full = state
+                        return loop.on_chunk(state, chunk)
+                    full = put_runs(to_host(full), runs, state)
+                    metrics = expand_metrics(chunk.metrics, runs, self.num_runs)
+                    return loop.on_chunk(full, chunk._replace(metrics=metrics),
+                                         np.isin(np.arange(self.num_runs), runs))
+
+                driver.run(runner, part.hparams, update, on_chunk, t_start)
+                update = loop.stats.update
+                if loop.status != "running":
+                    break
+        return full
 
     def _rebuild(self, write: bool = True) -> RunResult:
         """A finished run's missing results (summary.json, curve.png; a sweep's sweep.csv and
@@ -504,10 +592,11 @@ class _Loop:
         self.stop_flag = None
 
     @quiet_nonfinite
-    def on_chunk(self, runner, chunk: ChunkResult) -> bool:
+    def on_chunk(self, runner, chunk: ChunkResult, active: np.ndarray | None = None) -> bool:
+        """`active`: [R] the agents this chunk stepped (a halving sweep's survivors; None: all)."""
         self.ran = True
         m = chunk.metrics
-        self.stats.add_chunk(m, chunk.first_update, chunk.wall_s, chunk.chunk_s)
+        self.stats.add_chunk(m, chunk.first_update, chunk.wall_s, chunk.chunk_s, active)
         self.chunks.append(m)
         bad = find_nonfinite(m, chunk.first_update)
         self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
@@ -515,7 +604,7 @@ class _Loop:
             self.divergences.setdefault(d.run, d)
         event = ChunkEvent(self.info, chunk.first_update, chunk.update, m,
                            self.stats.wall_before + chunk.wall_s, chunk.chunk_s, self.compile_s,
-                           self.stats, runner, bad)
+                           self.stats, runner, bad, active)
         go_on = True
         for cb in self.callbacks:
             if _says_stop(cb, cb.on_chunk(event)):
@@ -563,7 +652,9 @@ class _Loop:
             "compile_s": round(self.compile_s, 3),
             "sps": round(stats.sps_per_run * exp.num_runs, 1),
             "sps_per_run": round(stats.sps_per_run, 1),
-            "env_steps": int(stats.update * c.batch_size),
+            # per agent; a halving sweep's: the sum over agents, each as far as it trained
+            "env_steps": int(stats.update * c.batch_size if not is_halving(exp.search) else
+                             run_updates(exp.search, exp.seeds, stats.update).sum() * c.batch_size),
             "episodes_per_run": [float(x) for x in stats.episodes],
             "solved": stats.solved,
             "threshold": stats.threshold,

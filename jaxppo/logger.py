@@ -215,10 +215,18 @@ def _values(row: dict) -> tuple:
     return tuple(v and repr(float(v)) for v in row.values())
 
 
-def audit_log(rows: list[dict], last: int, num_runs: int) -> LogAudit:
+def _expected(last: int, num_runs: int, run_ends=None) -> set:
+    """The (update, run) rows of updates 1..`last`; with `run_ends` [R], a run's only up to
+    its own end (a halving sweep's stopped agents log nothing after their rung)."""
+    ends = [last] * num_runs if run_ends is None else [min(last, int(e)) for e in run_ends]
+    return {(u, r) for r in range(num_runs) for u in range(1, ends[r] + 1)}
+
+
+def audit_log(rows: list[dict], last: int, num_runs: int, run_ends=None) -> LogAudit:
     """`parse_metrics_log`'s rows as a resume to update `last` keeps them: identical copies
     of a row collapse to one (nothing is lost), rows past `last` (logged before a hard stop)
-    go, and so do rows no run of the checkpoint wrote; what is left is sorted."""
+    go, and so do rows no run of the checkpoint wrote; what is left is sorted. `run_ends`:
+    see `_expected`."""
     seen: dict[tuple[int, int], dict] = {}
     conflicts, alien = [], 0
     for r in rows:
@@ -229,7 +237,7 @@ def audit_log(rows: list[dict], last: int, num_runs: int) -> LogAudit:
             seen[key] = r
         elif key[0] <= last and _values(seen[key]) != _values(r) and key not in conflicts:
             conflicts.append(key)
-    missing = {(u, r) for u in range(1, last + 1) for r in range(num_runs)} - set(seen)
+    missing = _expected(last, num_runs, run_ends) - set(seen)
     extra = [k for k in (rows[0] if rows else {}) if k not in CSV_HEADER]
     return LogAudit([seen[k] for k in sorted(seen)], missing, conflicts, alien, extra)
 
@@ -295,7 +303,7 @@ def _kept_rows(path: str, start_update: int, num_runs: int) -> str:
 
 
 def check_metrics_log(run_dir: str, update: int, num_runs: int, known_gaps=(),
-                      repair: bool = False) -> tuple[list[tuple], list[str]]:
+                      repair: bool = False, run_ends=None) -> tuple[list[tuple], list[str]]:
     """Before a resume writes anything: does metrics.csv hold every update 1..`update` of the
     checkpoint (one row per run), apart from `known_gaps` (what an earlier repair recorded,
     `encode_gaps`)? Returns the gaps to record from now on (the known ones and any new ones)
@@ -310,7 +318,7 @@ def check_metrics_log(run_dir: str, update: int, num_runs: int, known_gaps=(),
     path = os.path.join(run_dir, "metrics.csv")
     known = decode_gaps(known_gaps, num_runs)
     if not os.path.lexists(path):
-        missing = {(u, r) for u in range(1, update + 1) for r in range(num_runs)} - known
+        missing = _expected(update, num_runs, run_ends) - known
         if missing:
             print(f"note: '{path}' is missing; a fresh one starts at update {update + 1} and "
                   f"summary.json records updates {ranges_text(as_ranges(u for u, _ in missing))}"
@@ -321,7 +329,7 @@ def check_metrics_log(run_dir: str, update: int, num_runs: int, known_gaps=(),
     except OSError as e:
         raise UsageError(f"cannot read '{path}' ({e.strerror}); restore it or move it away "
                          "to start a fresh log") from None
-    audit = audit_log(rows, update, num_runs)
+    audit = audit_log(rows, update, num_runs, run_ends)
     missing = audit.missing - known
     drops = []
     if audit.alien:
@@ -384,8 +392,9 @@ class CsvLogger(_Background):
     def _write(self, event: ChunkEvent) -> None:
         m = event.metrics
         R, C = m["episodes"].shape
+        runs = range(R) if event.active is None else np.flatnonzero(event.active)
         for j in range(C):
-            for r in range(R):
+            for r in runs:
                 self._csv.writerow([event.first_update + j + 1, r, int(m["env_steps"][r, j]),
                                     f"{event.wall_s:.3f}",
                                     *(_fmt(k, float(m[k][r, j]), m["episodes"][r, j])
@@ -425,6 +434,8 @@ class TensorBoardLogger(_Background):
         sps = event.stats.sps_per_run
         C = m["episodes"].shape[1]
         for r, w in enumerate(self.writers):
+            if event.active is not None and not event.active[r]:
+                continue  # a halving sweep's stopped agent: not stepped, nothing to log
             for j in range(C):
                 # One event per update carrying every scalar: ~12x fewer events than add_scalar.
                 ended = m["episodes"][r, j] > 0
@@ -462,9 +473,10 @@ class WandbLogger(Callback):
 
     def on_chunk(self, event: ChunkEvent) -> None:
         m = event.metrics
+        stepped = slice(None) if event.active is None else event.active  # not stopped agents
         for j in range(m["episodes"].shape[1]):
             ended = m["episodes"][:, j] > 0
-            row = {tag: float(np.mean(m[k][:, j])) for k, tag in TB_TAGS.items()
+            row = {tag: float(np.mean(m[k][stepped, j])) for k, tag in TB_TAGS.items()
                    if k not in EPISODE_METRICS}
             if ended.any():
                 for k in (*EPISODE_METRICS, *(k for k in m if k.startswith(ENV_METRIC_PREFIX))):
@@ -501,16 +513,22 @@ def write_summary(run_dir: str, summary: dict) -> None:
 def write_curve(info: RunInfo, threshold: float | None) -> None:
     """`curve.png` from the run's metrics.csv (nothing when it holds no rows)."""
     run_dir = info.run_dir
-    m = read_metrics_csv(run_dir) if os.path.exists(os.path.join(run_dir, "metrics.csv")) else {}
+    # a halving sweep's stopped agents have no rows after their rung: their curves end there
+    ragged = isinstance(info.search, dict) and info.search.get("strategy") == "halving"
+    m = (read_metrics_csv(run_dir, ragged) if os.path.exists(os.path.join(run_dir, "metrics.csv"))
+         else {})
     if not m:
         return
+    returns = forward_fill(m["episodic_return"], m["episodes"])
+    if ragged:
+        returns[np.isnan(m["update"])] = np.nan
     groups = None
     if info.settings is not None:
         seeds = info.num_runs // len(info.settings)
         groups = {setting_label(s): list(range(g * seeds, (g + 1) * seeds))
                   for g, s in enumerate(info.settings)}
-    plot_curve(os.path.join(run_dir, "curve.png"), m["env_steps"][0],
-               forward_fill(m["episodic_return"], m["episodes"]), info.config.env_id, threshold, groups)
+    plot_curve(os.path.join(run_dir, "curve.png"), np.nanmax(m["env_steps"], axis=0), returns,
+               info.config.env_id, threshold, groups)
 
 
 def json_safe(x: Any) -> Any:
@@ -525,10 +543,11 @@ def json_safe(x: Any) -> Any:
     return x
 
 
-def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
+def read_metrics_csv(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray]:
     """metrics.csv back as arrays [R, U] per column (NaN where a cell is empty), the updates
-    with a row for every run. A file that is not jaxppo's log (not UTF-8 text, another header)
-    is a UsageError, one line."""
+    with a row for every run (`ragged`: every update with a row, NaN where a run has none, as a
+    halving sweep's stopped agents). A file that is not jaxppo's log (not UTF-8 text, another
+    header) is a UsageError, one line."""
     path = os.path.join(run_dir, "metrics.csv")
     rows, problem = parse_metrics_log(path)
     if problem:
@@ -536,6 +555,12 @@ def read_metrics_csv(run_dir: str) -> dict[str, np.ndarray]:
     if not rows:
         return {}
     runs = max(int(r["run"]) for r in rows) + 1
+    if ragged:
+        cells = {(int(r["update"]), int(r["run"])): r for r in rows}
+        updates = sorted({u for u, _ in cells})
+        return {k: np.array([[float(cells[u, r][k]) if (u, r) in cells and cells[u, r][k] != ""
+                              else np.nan for u in updates] for r in range(runs)])
+                for k in rows[0]}
     rows, _ = complete_updates(rows, max(int(r["update"]) for r in rows), runs)
     rows.sort(key=lambda r: (int(r["update"]), int(r["run"])))
     if not rows:

@@ -146,12 +146,14 @@ class RunStats:
         return self.steps_timed / max(self.run_s, 1e-9)
 
     def add_chunk(self, metrics: dict[str, np.ndarray], first: int, wall_s: float,
-                  chunk_s: float) -> None:
+                  chunk_s: float, active: np.ndarray | None = None) -> None:
         """Account for one chunk: `metrics` leaves [R, C] of updates `first + 1 .. first + C`;
-        `wall_s` is this session's wall time at its end."""
+        `wall_s` is this session's wall time at its end. `active` [R]: the runs the chunk
+        stepped (None: all); the others keep their account (a halving sweep's stopped ones)."""
         C = metrics["episodes"].shape[1]
         update = first + C
-        self.steps_timed += C * self.batch_size
+        share = 1.0 if active is None else float(np.mean(active))
+        self.steps_timed += round(C * self.batch_size * share)  # the average run's: SPS is true
         self.run_s += chunk_s
         if self.solved is None and self.threshold is not None:
             for c in range(C):
@@ -166,8 +168,9 @@ class RunStats:
         self.episodes = self.episodes + metrics["episodes"].sum(1)
         # A run none of whose episodes has ended has no return (the runner of a checkpoint
         # from before NaN marked that carried 0.0).
-        self.final_return = np.where(self.episodes > 0,
-                                     np.asarray(metrics["episodic_return"][:, -1], float), np.nan)
+        final = np.where(self.episodes > 0,
+                         np.asarray(metrics["episodic_return"][:, -1], float), np.nan)
+        self.final_return = final if active is None else np.where(active, final, self.final_return)
         self.update = update
 
     def to_dict(self, wall_s: float) -> dict[str, Any]:

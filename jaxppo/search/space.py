@@ -24,7 +24,7 @@ from jaxppo.errors import ConfigError, UsageError
 Entry = tuple
 
 
-def parse_space(items: Sequence[str]) -> dict[str, Entry]:
+def parse_space(items: Sequence[str], search: str = "random") -> dict[str, Entry]:
     """The CLI's `--space` items as a checked space (every fault one line naming the item)."""
     space: dict[str, Entry] = {}
     given: dict[str, str] = {}
@@ -52,7 +52,7 @@ def parse_space(items: Sequence[str]) -> dict[str, Entry]:
                              "numbers (e.g. --space lr=1e-4:1e-2:log)") from None
         space[key] = _entry(value, f"--space {item}", UsageError)
     if not space:
-        raise UsageError("--search random needs at least one --space KEY=LOW:HIGH[:log] "
+        raise UsageError(f"--search {search} needs at least one --space KEY=LOW:HIGH[:log] "
                          "(or KEY=a,b,c)")
     return space
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.experiment import Experiment, run_dir_of
+from jaxppo.search.halving import halving_search
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
 from jaxppo.search.space import random_search
 from jaxppo.search.table import SweepResult, grid_settings, sweep_rows
@@ -17,7 +18,7 @@ from jaxppo.search.table import SweepResult, grid_settings, sweep_rows
 def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, seeds: int = 1, *,
           space: dict | None = None, search: str = "grid", trials: int | None = None,
           population: int | None = None, interval: int | None = None,
-          quantile: float | None = None, **kwargs) -> SweepResult:
+          quantile: float | None = None, eta: int | None = None, **kwargs) -> SweepResult:
     """Every setting of `grid` (or `trials` settings drawn at random from `space`) x `seeds`
     seeds in one compiled program; the ranked table.
 
@@ -28,6 +29,9 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, see
     keys) with population-based training: every `interval` updates (default 20) the bottom
     `quantile` (default 0.25) copies a top member's learner state and perturbs its
     hyperparameters (`jaxppo.search.pbt`); one row per member, with its final setting.
+    `search="halving"` trains `trials` settings drawn as random search draws them in rungs and
+    keeps the best 1/`eta` (default 3) of them after each (`jaxppo.search.halving`); the others
+    stop there.
     With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
     (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`), metrics.csv
     and TensorBoard per agent, `curve.png` per setting, and `summary.json` with the ranked rows.
@@ -36,6 +40,8 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, see
     record = controller = None
     if search != "pbt" and (population, interval, quantile) != (None, None, None):
         raise ConfigError("population=/interval=/quantile= are for search='pbt'")
+    if eta is not None and search != "halving":
+        raise ConfigError(f"eta= is for search='halving', not search={search!r}")
     if search == "pbt":
         if grid is not None or trials is not None:
             raise ConfigError("search='pbt' trains population=N members drawn from space=...; "
@@ -52,20 +58,25 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence[float]] | None = None, see
                                       DEFAULT_QUANTILE if quantile is None else quantile,
                                       kwargs.get("seed", 0))
         controller = PBTController.from_record(config, record, settings)
-    elif search == "random":
+    elif search in ("random", "halving"):
         if grid is not None:
-            raise ConfigError("search='random' draws from space=...; a grid is search='grid'")
+            raise ConfigError(f"search={search!r} draws from space=...; a grid is search='grid'")
         if trials is None:
-            raise ConfigError("search='random' needs trials=N (how many settings to draw)")
-        settings, record = random_search(config, space, trials, kwargs.get("seed", 0))
+            raise ConfigError(f"search={search!r} needs trials=N (how many settings to draw)")
+        if search == "halving":
+            settings, record = halving_search(config, space, trials, 3 if eta is None else eta,
+                                              kwargs.get("seed", 0))
+        else:
+            settings, record = random_search(config, space, trials, kwargs.get("seed", 0))
     elif search == "grid":
         if space is not None or trials is not None:
-            raise ConfigError("space=/trials= are for search='random'; a grid sweep takes grid")
+            raise ConfigError("space=/trials= are for search='random' or 'halving'; a grid sweep "
+                              "takes grid")
         if not grid:
             raise ConfigError("sweep needs at least one hyperparameter with a list of values")
         settings = grid_settings({k: list(v) for k, v in grid.items()})
     else:
-        raise ConfigError(f"search: got {search!r}; use 'grid', 'random' or 'pbt'")
+        raise ConfigError(f"search: got {search!r}; use 'grid', 'random', 'halving' or 'pbt'")
     result = Experiment(config, seeds=seeds, hparams=settings, search=record,
                         controller=controller, **kwargs).run()
     return SweepResult(sweep_rows(result), result, result.run_dir)

@@ -16,16 +16,19 @@ from jaxppo.callbacks import Callback, RunInfo, RunResult, setting_label
 from jaxppo.config import Hparams
 from jaxppo.errors import UsageError
 from jaxppo.plots import plot_sweep
+from jaxppo.search.halving import is_halving, setting_updates
 from jaxppo.stats import mean_std_or_none, quiet_nonfinite
 
 
 @dataclasses.dataclass
 class SweepResult:
-    """`jaxppo.sweep`'s ranked table: one row per setting, best first (ties keep grid order)."""
+    """`jaxppo.sweep`'s ranked table: one row per setting, best first (ties keep grid order);
+    in a halving sweep, settings that trained further first."""
 
-    rows: list[dict]  # rank, setting, label, final_return_mean, final_return_std (None where
-    #                   no seed has a return), seeds, diverged_seeds, seeds_without_return,
-    #                   runs (indices into the run's seeds axis)
+    rows: list[dict]  # rank, setting, label, updates (how far it trained), final_return_mean,
+    #                   final_return_std (None where no seed has a return), seeds,
+    #                   diverged_seeds, seeds_without_return, runs (indices into the run's
+    #                   seeds axis)
     result: RunResult
     run_dir: str | None
 
@@ -36,7 +39,8 @@ class SweepResult:
     def table(self) -> str:
         """The table the CLI prints."""
         width = max(len(r["label"]) for r in self.rows)
-        lines = [f"{'rank':>4}  {'setting':<{width}}  final return"]
+        ragged = len({r["updates"] for r in self.rows}) > 1  # halving: how far each went
+        lines = [f"{'rank':>4}  {'setting':<{width}}  {'updates  ' if ragged else ''}final return"]
         for r in self.rows:
             flag = (f"  (diverged: {r['diverged_seeds']}/{r['seeds']} seeds)"
                     if r["diverged_seeds"] else "")
@@ -44,7 +48,8 @@ class SweepResult:
                 flag += f"  (no episode ended: {r['seeds_without_return']}/{r['seeds']} seeds)"
             ret = ("    none" if r["final_return_mean"] is None else
                    f"{r['final_return_mean']:8.2f} ± {r['final_return_std']:.2f}")
-            lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {ret}{flag}")
+            went = f"{r['updates']:>7}  " if ragged else ""
+            lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {went}{ret}{flag}")
         return "\n".join(lines)
 
 
@@ -80,16 +85,19 @@ def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
 
 @quiet_nonfinite
 def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.ndarray,
-                  seeds: int) -> list[dict]:
+                  seeds: int, updates: Sequence[int] | None = None) -> list[dict]:
     """Settings best first by their mean final return over the seeds that have a finite one
     (NaN: no episode ended; NaN/Inf of a diverged seed, flagged apart); a setting none of whose
-    seeds has one ranks last, its mean None."""
+    seeds has one ranks last, its mean None. With `updates` [N] (how far each trained: a
+    halving sweep's), the settings that went further rank first."""
     final = np.asarray(final_return, float).reshape(len(settings), seeds)
     bad = np.asarray(diverged, bool).reshape(len(settings), seeds)
     stats = [mean_std_or_none(row) for row in final]
+    went = [0] * len(settings) if updates is None else [int(u) for u in updates]
     order = sorted(range(len(settings)),  # stable on ties; no return at all ranks last
-                   key=lambda g: (stats[g][0] is None, -(stats[g][0] or 0.0), g))
+                   key=lambda g: (-went[g], stats[g][0] is None, -(stats[g][0] or 0.0), g))
     return [{"rank": rank, "setting": settings[g], "label": setting_label(settings[g]),
+             "updates": went[g] if updates is not None else None,
              "final_return_mean": stats[g][0], "final_return_std": stats[g][1],
              "seeds": seeds, "diverged_seeds": int(bad[g].sum()),
              # NaN with no divergence: no episode ended (a diverged seed is counted above)
@@ -102,7 +110,10 @@ def sweep_rows(result: RunResult) -> list[dict]:
     """The ranked rows of a sweep's result (a run with `hparams`)."""
     s = result.summary
     diverged = np.isin(np.arange(result.num_runs), s["diverged_runs"])
-    return rank_settings(s["settings"], result.final_return, diverged, s["seeds"])
+    search = s.get("search")
+    updates = (setting_updates(search, result.update) if is_halving(search)
+               else [result.update] * len(s["settings"]))
+    return rank_settings(s["settings"], result.final_return, diverged, s["seeds"], updates)
 
 
 def _cell(x: float | None) -> str:
@@ -129,12 +140,11 @@ class SweepTable(Callback):
         keys = list(rows[0]["setting"])
         with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
-            w.writerow(["rank", *keys, "final_return_mean", "final_return_std", "seeds", "runs",
-                        "diverged_seeds"])
+            w.writerow(_header(keys))
             for r in rows:
-                w.writerow([r["rank"], *r["setting"].values(), _cell(r["final_return_mean"]),
-                            _cell(r["final_return_std"]), seeds, " ".join(map(str, r["runs"])),
-                            r["diverged_seeds"]])
+                w.writerow([r["rank"], *r["setting"].values(), r["updates"],
+                            _cell(r["final_return_mean"]), _cell(r["final_return_std"]), seeds,
+                            " ".join(map(str, r["runs"])), r["diverged_seeds"]])
         in_grid = sorted(rows, key=lambda r: r["runs"][0])
         nan = lambda x: np.nan if x is None else x  # noqa: E731 - no bar for no return
         plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
@@ -143,18 +153,23 @@ class SweepTable(Callback):
                    f"{result.config.env_id}: {seeds} seed(s) per setting")
 
 
+def _header(keys) -> list[str]:
+    return ["rank", *keys, "updates", "final_return_mean", "final_return_std", "seeds", "runs",
+            "diverged_seeds"]
+
+
 def sweep_csv_problem(path: str, settings) -> str:
     """What makes a finished sweep's sweep.csv unusable: not jaxppo's header, or not one
     whole row per setting ("" when nothing)."""
-    header = ["rank", *settings[0], "final_return_mean", "final_return_std", "seeds", "runs",
-              "diverged_seeds"]
+    header = _header(settings[0])
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
     except (OSError, ValueError, csv.Error) as e:
         return f"it is not a CSV table: {e}"
-    if not rows or rows[0] != header:
+    older = [h for h in header if h != "updates"]  # before `updates`: still a whole table
+    if not rows or rows[0] not in (header, older):
         return "its header is not jaxppo's"
-    if len(rows) - 1 != len(settings) or any(len(r) != len(header) for r in rows[1:]):
+    if len(rows) - 1 != len(settings) or any(len(r) != len(rows[0]) for r in rows[1:]):
         return f"it does not hold one whole row for each of the {len(settings)} settings"
     return ""

@@ -1,0 +1,246 @@
+"""Successive halving (`jaxppo sweep --search halving`, `jaxppo.sweep(search="halving")`): the
+rung schedule and the selection as pure functions, its bad input (one line, exit 2, nothing
+written), and one tiny halving sweep end to end: the survivors' programs have fewer runs, a
+stopped agent is no longer stepped or logged, and a sweep stopped mid-rung and resumed equals
+the uninterrupted one."""
+
+import csv
+import dataclasses
+import json
+import math
+import os
+from collections import Counter
+
+import jax
+import numpy as np
+import pytest
+from conftest import run_cli
+
+import jaxppo.driver
+from jaxppo import ConfigError, load_config, load_policy
+from jaxppo.checkpoint import load_checkpoint
+from jaxppo.cli import main
+from jaxppo.config import parse_overrides
+from jaxppo.logger import read_metrics_csv
+from jaxppo.search import random_search, rung_ends, rung_sizes, select
+from jaxppo.search.halving import Rungs, min_updates, setting_scores, setting_updates
+from jaxppo.search.sweep import resume_sweep, sweep
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
+# 24 updates of 64 steps: 4 settings, eta 2 -> rungs end at updates 6, 12, 24
+SETS = ["total_timesteps=1536", "num_envs=4", "num_steps=16", "hidden_sizes=[16,16]"]
+TINY = [a for s in SETS for a in ("--set", s)] + ["--no-tensorboard"]
+HALVING = ["--search", "halving", "--trials", "4", "--eta", "2", "--space", "lr=1e-4:1e-2:log",
+           "--space", "ent_coef=0:0.02", "--seeds", "2", "--seed", "3"]
+SPACE = {"lr": (1e-4, 1e-2, "log"), "ent_coef": (0.0, 0.02)}
+
+
+@pytest.mark.parametrize("updates,trials,eta,ends", [
+    (27, 9, 3, [3, 9, 27]),  # the textbook case: 9 to U/9, 3 to U/3, 1 to U
+    (81, 10, 3, [9, 27, 81]),  # 10 -> 3 -> 1: the same rungs as 9
+    (10, 4, 2, [3, 5, 10]),  # 2.5 rounds half up
+    (5, 9, 3, [1, 2, 5]),  # the fewest updates for 9 settings of eta 3
+    (4, 9, 3, None),  # 4/9 rounds to 0: too few
+    (1, 2, 2, None),  # 1/2 -> 1, then 1 again: not strictly increasing
+    (7, 3, 3, [2, 7]),  # 3 -> 1
+])
+def test_rung_schedule(updates, trials, eta, ends):
+    assert rung_ends(updates, trials, eta) == ends
+
+
+def test_rung_sizes_and_the_fewest_updates():
+    assert rung_sizes(9, 3) == [9, 3, 1]
+    assert rung_sizes(10, 3) == [10, 3, 1]
+    assert rung_sizes(8, 2) == [8, 4, 2, 1]
+    assert rung_sizes(5, 2) == [5, 2, 1]
+    assert min_updates(9, 3) == 5 and min_updates(8, 2) == 6  # 6: [1, 2, 3, 6]
+
+
+def test_selection_on_hand_made_returns():
+    assert select([1.0, 3.0, 2.0, 0.5], [False] * 4, 2) == [1, 2]  # kept in draw order
+    assert select([1.0, 3.0, 2.0], [False, True, False], 1) == [2]  # diverged ranks last
+    assert select([np.nan, -5.0, np.nan], [False] * 3, 2) == [0, 1]  # no return: last, in order
+    assert select([2.0, 2.0, 2.0], [False] * 3, 2) == [0, 1]  # ties keep draw order
+    # mean over seeds of each seed's window mean; a seed without one is left out
+    scores = setting_scores([4.0, 2.0, 9.0, 0.0, 0.0, 0.0], [2, 1, 3, 0, 0, 0], 2)
+    np.testing.assert_allclose(scores[:2], [2.0, 3.0])
+    assert np.isnan(scores[2])
+
+
+def test_rungs_choose_at_the_rung_end_from_the_window_only():
+    """4 settings x 1 seed, rungs end at 8, 16; the window is the rung's last 2 updates: a
+    setting that was best before it does not count, NaN (no episode yet) is left out."""
+    record = {"strategy": "halving", "trials": 4, "eta": 2, "rungs": [8, 12, 16],
+              "kept": [[0, 1, 2, 3]], "seed": 0}
+    rungs = Rungs(record, 1, np.zeros(4, bool))
+    assert rungs.window_start(0) == 6 and rungs.window_start(1) == 11
+    runs = rungs.runs(0)
+
+    def chunk(ret):
+        ret = np.asarray(ret, float)
+        return {"episodic_return": ret, "episodes": np.ones_like(ret),
+                "nonfinite": np.zeros_like(ret)}
+
+    rungs.observe(chunk([[100.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6]), runs, 0)  # 1..6
+    assert "window" not in record and len(record["kept"]) == 1
+    rungs.observe(chunk([[1.0], [5.0], [np.nan], [2.0]]), runs, 6)  # update 7
+    assert record["window"] == {"sum": [1.0, 5.0, 0.0, 2.0], "count": [1, 1, 0, 1]}
+    rungs.observe(chunk([[1.0], [3.0], [7.0], [2.0]]), runs, 7)  # update 8: the rung's end
+    assert record["kept"][1] == [1, 2] and "window" not in record  # 4.0 and 7.0
+    assert setting_updates(record, 8) == [8, 8, 8, 8]
+    assert setting_updates(record, 10) == [8, 10, 10, 8]
+
+
+BAD = {  # argv after the config, culprits the one line must name
+    "eta 1": (["--search", "halving", "--trials", "4", "--eta", "1", "--space", "lr=1e-4:1e-2"],
+              ["--eta 1", ">= 2"]),
+    "trials below eta": (["--search", "halving", "--trials", "2", "--space", "lr=1e-4:1e-2"],
+                         ["--trials 2", "--eta 3"]),
+    "empty space": (["--search", "halving", "--trials", "4"], ["--search halving", "--space"]),
+    "grid with halving": (["--search", "halving", "--trials", "4", "--grid", "lr=1e-3"],
+                          ["--grid", "halving"]),
+    "eta without halving": (["--search", "random", "--trials", "4", "--eta", "2",
+                             "--space", "lr=1e-4:1e-2"], ["--eta", "--search halving"]),
+    "too few updates": (["--search", "halving", "--trials", "9", "--space", "lr=1e-4:1e-2",
+                         "--set", "total_timesteps=256"],
+                        ["4 updates are too few", "3 rungs", "total_timesteps to 320 (5 updates)"]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_halving_is_one_line_and_writes_nothing(tmp_path, capsys, name):
+    argv, culprits = BAD[name]
+    code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, "--set", "num_steps=16", *argv,
+                                 "--logdir", str(tmp_path / "runs"), "--no-progress"])
+    assert code == 2, err
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    for c in culprits:
+        assert c in err[0], (c, err[0])
+    assert not os.path.exists(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("kwargs", [dict(trials=4, eta=1), dict(trials=2, eta=3),
+                                    dict(trials=9, eta=3, total=4 * 16 * 4)],
+                         ids=["eta-1", "trials-below-eta", "too-few-updates"])
+def test_python_api_refuses_bad_halving(tiny_config, tmp_path, kwargs):
+    config = tiny_config
+    if "total" in kwargs:
+        config = dataclasses.replace(config, total_timesteps=kwargs.pop("total"))
+    with pytest.raises(ConfigError):
+        sweep(config, space=SPACE, search="halving", logdir=str(tmp_path), **kwargs)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def halving_run(tmp_path_factory):
+    """The CLI's uninterrupted halving sweep: its run dir, output and the runs each compiled
+    chunk program was built for."""
+    tmp = tmp_path_factory.mktemp("halving")
+    compiled = []
+    original = jaxppo.driver.Driver.compile
+
+    def spy(self, inputs, start_update=0, init=True):
+        compiled.append((self.num_runs, inputs.keys.shape[0], start_update, self.num_updates))
+        return original(self, inputs, start_update, init)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(jaxppo.driver.Driver, "compile", spy)
+    try:
+        code = main(["sweep", "--config", CARTPOLE, *TINY, *HALVING, "--logdir", str(tmp),
+                     "--run-name", "cli", "--no-progress"])
+    finally:
+        mp.undo()
+    assert code == 0
+    return str(tmp / "cli"), compiled, tmp
+
+
+def test_survivors_run_in_smaller_programs_and_stopped_agents_stop(halving_run):
+    run, compiled, _ = halving_run
+    # one program per rung, for its survivors only: 4 x 2, 2 x 2, 1 x 2 agents
+    assert [(n, k, end) for n, k, _, end in compiled] == [(8, 8, 6), (4, 4, 12), (2, 2, 24)]
+    summary = json.load(open(os.path.join(run, "summary.json")))
+    search = summary["search"]
+    assert search["strategy"] == "halving" and search["rungs"] == [6, 12, 24]
+    assert search["trials"] == 4 and search["eta"] == 2 and search["seed"] == 3
+    kept = search["kept"]
+    assert kept[0] == [0, 1, 2, 3] and len(kept[1]) == 2 and len(kept[2]) == 1
+    assert set(kept[2]) <= set(kept[1]) <= set(kept[0]) and "window" not in search
+    went = {g: 6 for g in range(4)} | {g: 12 for g in kept[1]} | {g: 24 for g in kept[2]}
+    # metrics.csv: an agent's rows end at its rung
+    rows = list(csv.DictReader(open(os.path.join(run, "metrics.csv"), encoding="utf-8")))
+    per_run = Counter(int(r["run"]) for r in rows)
+    assert per_run == {g * 2 + i: went[g] for g in range(4) for i in range(2)}
+    for r in rows:
+        assert int(r["update"]) <= went[int(r["run"]) // 2]
+    # curve.png's data: each agent's curve ends at its rung (the complete updates: rung 1's)
+    m = read_metrics_csv(run, ragged=True)
+    assert (np.isnan(m["update"]).sum(1) == [24 - went[r // 2] for r in range(8)]).all()
+    assert read_metrics_csv(run)["update"].shape == (8, 6)
+    assert os.path.isfile(os.path.join(run, "curve.png"))
+    # env_steps: the sum actually stepped, over every agent
+    assert summary["env_steps"] == sum(went.values()) * 2 * 64
+    # the checkpoint holds every agent, each as far as it trained (its own update counter)
+    ckpt = load_checkpoint(run)
+    assert ckpt.num_runs == 8 and ckpt.update == 24
+    steps = np.asarray(jax.device_get(ckpt.runner_state.train_state.step))
+    assert steps.tolist() == [went[r // 2] for r in range(8)]
+    # the table: further first, then by final return; `updates` says how far
+    table = list(csv.DictReader(open(os.path.join(run, "sweep.csv"), encoding="utf-8")))
+    assert [int(t["updates"]) for t in table] == sorted(went.values(), reverse=True)
+    assert int(table[0]["runs"].split()[0]) == kept[2][0] * 2
+    for u in (6, 12):
+        means = [float(t["final_return_mean"]) for t in table if int(t["updates"]) == u]
+        assert means == sorted(means, reverse=True)
+
+
+def test_a_stopped_agent_can_be_evaluated_and_loaded(halving_run, capsys):
+    run, _, _ = halving_run
+    kept = json.load(open(os.path.join(run, "summary.json")))["search"]["kept"]
+    stopped = [g for g in range(4) if g not in kept[1]][0] * 2 + 1  # a rung-0 agent
+    policy = load_policy(run, seed=stopped)
+    obs = np.zeros((4,), np.float32)
+    assert np.shape(policy.act(obs)) == ()
+    code, err = run_cli(capsys, ["eval", run, "--episodes", "2", "--seed", "1", "--no-cache"])
+    assert code == 0, err
+    ev = json.load(open(os.path.join(run, "eval.json")))
+    assert len(ev["mean_per_run"]) == 8 and all(m is not None for m in ev["mean_per_run"])
+
+
+def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving_run):
+    """The Python API with the CLI's seed: the same draw; stopped mid-window of the first
+    rung, then past the second rung's end, and resumed, it equals the uninterrupted CLI
+    sweep (donating its state, as on a GPU, changes nothing either)."""
+    run, _, tmp = halving_run
+    config = load_config(CARTPOLE, parse_overrides(SETS))
+    drawn, _ = random_search(config, SPACE, 4, 3)
+    # with donation (the default on a GPU: each chunk's state reaches the host as a copy,
+    # keys as raw data): the same agents as the CLI's run without it
+    stopped = sweep(config, space=SPACE, search="halving", trials=4, eta=2, seeds=2, seed=3,
+                    logdir=str(tmp), run_name="api", progress=False, tensorboard=False,
+                    donate=True, callbacks=[lambda e: e.update < 5])  # window: updates 5-6
+    assert stopped.result.update == 5
+    saved = load_checkpoint(tmp / "api").extra["search"]
+    assert saved["kept"] == [[0, 1, 2, 3]] and sum(saved["window"]["count"]) > 0
+    # resumed across rung 1's end, stopped again past rung 2's: the stopped agents' rows in
+    # metrics.csv end at their rung, which the next resume's log check expects
+    again = resume_sweep(tmp / "api", progress=False, tensorboard=False, donate=True,
+                         callbacks=[lambda e: e.update < 13])
+    assert again.result.update == 13
+    table = resume_sweep(tmp / "api", progress=False, tensorboard=False, donate=True)
+    cli = json.load(open(os.path.join(run, "summary.json")))
+    api = json.load(open(tmp / "api" / "summary.json"))
+    assert api["settings"] == cli["settings"] == drawn
+    assert api["search"] == cli["search"]
+    assert api["ranked"] == cli["ranked"] and api["env_steps"] == cli["env_steps"]
+    assert table.rows == cli["ranked"]
+    a, b = load_checkpoint(tmp / "api"), load_checkpoint(run)
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(a.train_state),
+                 jax.device_get(b.train_state))
+
+    def log(d):  # metrics.csv but its wall-clock column
+        rows = list(csv.DictReader(open(os.path.join(d, "metrics.csv"), encoding="utf-8")))
+        return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+    assert log(tmp / "api") == log(run)
+    assert not any(math.isnan(r["final_return_mean"]) for r in api["ranked"])
+
