@@ -405,6 +405,12 @@ def _unknown_key_fix(key: Any) -> str:
     return f"did you mean '{_SUGGEST[close[0]]}'?"
 
 
+def check_config_key(key: str, where: str) -> None:
+    """Refuse a key `PPOConfig` does not have, naming `where` it came from and the likely key."""
+    if key not in FIELDS:
+        raise ConfigError(f"{where}: unknown key '{key}'; {_unknown_key_fix(key)}")
+
+
 def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfig:
     """Build a `PPOConfig` from a plain mapping, rejecting unknown keys with a suggestion."""
     if not isinstance(values, dict):
