@@ -154,16 +154,18 @@ def _run(exp: Experiment, args, what: str, resume_dir: str | None = None):
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
     run_dir = exp.last_run_dir
+    sweep_rest = (f" in this group; the groups before it are kept: continue with: jaxppo "
+                  f"{args.command} --resume {resume_dir}" if resume_dir else "")
     if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
         print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
               f"continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
               file=sys.stderr)
     elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
         print(f"jaxppo {args.command}: error: {problem}; the logs are kept in {run_dir} (no "
-              "checkpoint had been saved yet)", file=sys.stderr)
+              f"checkpoint had been saved yet){sweep_rest}", file=sys.stderr)
     else:
         gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
-        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{gone}",
+        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{gone}{sweep_rest}",
               file=sys.stderr)
     return None, code
 

@@ -564,7 +564,8 @@ class Hparams(NamedTuple):
         if static:
             raise ConfigError(f"Hparams.stack: the configs differ in {', '.join(static)}, which "
                               "are static (shapes, loop lengths, switches); sweep them with "
-                              "separate make_train calls (one compile each)")
+                              "separate make_train calls (one compile each), as jaxppo.sweep "
+                              "does for a grid with static keys")
         hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in items]
         return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=True)))
 

@@ -3,7 +3,9 @@ settings grouped by their static values (pure), one compile per group, one table
 a resume after a stop in the middle group, eval of a group's agents, and bad input (one
 line, exit 2, nothing written)."""
 
+import contextlib
 import csv
+import io
 import json
 import os
 
@@ -160,9 +162,11 @@ def cli_sweep(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # the cache `_cache` gives the tests after it
         mp.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
         mp.setattr(Driver, "compile", counted)
-        code = jaxppo.cli.main(["sweep", "--config", CARTPOLE, *TINY, *GRID_CLI, "--logdir",
-                                str(tmp), "--run-name", "cli"])
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            code = jaxppo.cli.main(["sweep", "--config", CARTPOLE, *TINY, *GRID_CLI,
+                                    "--logdir", str(tmp), "--run-name", "cli"])
     assert code == 0
+    assert "3 static settings: 3 compiles" in out.getvalue()
     return os.path.join(str(tmp), "cli"), calls
 
 
@@ -217,11 +221,15 @@ def test_resume_after_a_stop_in_the_middle_group(cli_sweep, tmp_path, compiles):
     first = os.path.join(run_dir, "000_num_minibatches=1", "checkpoint", "checkpoint.msgpack")
     before = os.stat(first).st_mtime_ns
     assert not os.path.exists(os.path.join(run_dir, "002_num_minibatches=4"))
-
+    # the third was killed before its first checkpoint: kept aside, started again
+    third = os.path.join(run_dir, "002_num_minibatches=4")
+    os.makedirs(third)
+    open(os.path.join(third, "metrics.csv"), "w").write("update,run\n1,0\n")
     del compiles[:]
     table = resume_sweep(run_dir, progress=False, tensorboard=False)
     assert compiles == [2, 2]  # the stopped group and the one not started; not the first
     assert os.stat(first).st_mtime_ns == before
+    assert open(os.path.join(third + ".unfinished", "metrics.csv")).read() == "update,run\n1,0\n"
     assert table.summary["status"] == "finished"
     whole = json.load(open(os.path.join(cli_sweep[0], "summary.json")))
     resumed = json.load(open(os.path.join(run_dir, "summary.json")))

@@ -163,13 +163,13 @@ class StaticSweep:
                 raise UsageError(f"resume continues a sweep with its own {key}; drop it")
         run_dir = os.fspath(path)
         plan_path = os.path.join(run_dir, PLAN)
+        repair = {"repair_log": kwargs.pop("repair_log", False)}  # for the stopped group only
         try:
             with open(plan_path, encoding="utf-8") as f:
                 plan = json.load(f)
             config = config_from_dict(plan["config"], source=plan_path)
             sw = cls(config, plan["settings"], int(plan["seeds"]), int(plan["seed"]),
-                     plan.get("search"), run_dir, kwargs,
-                     {"repair_log": kwargs.pop("repair_log", False)})
+                     plan.get("search"), run_dir, kwargs, repair)
         except (OSError, ValueError, KeyError, TypeError, ConfigError) as e:
             raise UsageError(f"'{plan_path}' is not a static sweep's plan ({e}); it cannot be "
                              "resumed") from None
