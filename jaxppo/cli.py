@@ -154,8 +154,8 @@ def _run(exp: Experiment, args, what: str, resume_dir: str | None = None):
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
     run_dir = exp.last_run_dir
-    sweep_rest = (f" in this group; the groups before it are kept: continue with: jaxppo "
-                  f"{args.command} --resume {resume_dir}" if resume_dir else "")
+    sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
+                  f"--resume {resume_dir}" if resume_dir else "")
     if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
         print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
               f"continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
@@ -165,8 +165,9 @@ def _run(exp: Experiment, args, what: str, resume_dir: str | None = None):
               f"checkpoint had been saved yet){sweep_rest}", file=sys.stderr)
     else:
         gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
-        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{gone}{sweep_rest}",
-              file=sys.stderr)
+        group = " in this group" if resume_dir else ""
+        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{group}{gone}"
+              f"{sweep_rest}", file=sys.stderr)
     return None, code
 
 

@@ -301,8 +301,8 @@ class StaticSweep:
                               f"{self.config.env_id}: {s} seed(s) per setting, "
                               f"{len(self.groups)} static settings")
             write_summary(self.run_dir, summary)
-        rows = [{**r, "run_dir": self.group_dir(next(g for g in self.groups
-                                                     if g.name == r["group"]))} for r in rows]
+        rows = [{**r, "run_dir": None if self.run_dir is None
+                 else os.path.join(self.run_dir, r["group"])} for r in rows]
         return SweepResult(rows, last, self.run_dir, outcomes, summary)
 
 
