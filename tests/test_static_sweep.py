@@ -119,6 +119,10 @@ BAD_CLI = {  # argv after the config, culprits the one line must name
     "unparsable value": (["--grid", "hidden_sizes=[16,"], ["--grid hidden_sizes", "[16,"]),
     "empty value": (["--grid", "num_minibatches=2,,4"], ["--grid num_minibatches", "empty"]),
     "env_id": (["--grid", "env_id=CartPole-v1,Acrobot-v1"], ["--grid env_id", "one sweep per"]),
+    "a later group cannot fit": (["--grid", "hidden_sizes=[16],[4096,4096,4096]", "--set",
+                                  "num_envs=4096", "--set", "total_timesteps=10000000",
+                                  "--seeds", "64"],
+                                 ["static setting hidden_sizes=4096x4096x4096", "memory"]),
 }
 
 

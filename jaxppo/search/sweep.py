@@ -24,7 +24,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxppo.callbacks import setting_label
 from jaxppo.config import PPOConfig, config_from_dict
+from jaxppo.driver import Driver
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.experiment import Experiment, _free_name, make_run_dir, run_dir_of
 from jaxppo.files import RunLock, write_atomic
@@ -47,6 +49,7 @@ from jaxppo.search.table import (
     sweep_rows,
     write_sweep_files,
 )
+from jaxppo.sharding import make_placement
 from jaxppo.stats import quiet_nonfinite
 
 PLAN = "static_sweep.json"
@@ -146,9 +149,16 @@ class StaticSweep:
         name = f"--{name}" if cli else name
         settings = normalize(config, settings, name, UsageError if cli else ConfigError)
         sw = cls(config, settings, int(seeds), int(seed), search, None, kwargs)
-        for g in sw.groups:  # seeds, seed, the options: refused now, not after a group ran
-            Experiment(group_config(config, g), seeds=sw.seeds, seed=sw.seed, logdir=None,
-                       hparams=traced_settings(settings, g), **kwargs)
+        for g in sw.groups:  # seeds, seed, options, memory: refused now, not after a group ran
+            exp = Experiment(group_config(config, g), seeds=sw.seeds, seed=sw.seed, logdir=None,
+                             hparams=traced_settings(settings, g), **kwargs)
+            placement = make_placement(exp.config, exp.mesh, exp.shard, env=exp.env,
+                                       env_params=exp.env_params)
+            try:
+                Driver(placement, exp.num_runs, exp.config.num_updates,
+                       chunk_updates=exp.chunk_updates)
+            except ConfigError as e:
+                raise ConfigError(f"static setting {setting_label(g.static)}: {e}") from None
         if logdir is not None:
             sw.run_dir = make_run_dir(logdir, run_name, config, sw.num_runs)
             write_atomic(os.path.join(sw.run_dir, PLAN), json.dumps(sw.plan(), indent=2))
