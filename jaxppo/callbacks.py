@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import numbers
 import sys
 import time
 from collections.abc import Callable
@@ -35,8 +36,25 @@ from jaxppo.stats import RunStats, mean_std_or_none
 
 
 def setting_label(setting: dict) -> str:
-    """A sweep setting as text: `lr=0.001,ent_coef=0.01` (run names, tables, curve legends)."""
-    return ",".join(f"{k}={v:g}" for k, v in setting.items())
+    """A sweep setting as text: `lr=0.001,ent_coef=0.01` (run names, tables, curve legends);
+    a static value as `--grid` takes it, but a tuple as `64x64` (`hidden_sizes=64x64`)."""
+    return ",".join(f"{k}={value_text(v)}" for k, v in setting.items())
+
+
+def value_text(v: Any) -> str:
+    """One setting's value as short text: numbers `:g`, booleans and None as YAML spells them,
+    sequences joined by `x`."""
+    if isinstance(v, bool | np.bool_):
+        return "true" if v else "false"
+    if isinstance(v, numbers.Real):
+        return f"{v:g}"
+    if v is None:
+        return "null"
+    if isinstance(v, list | tuple):
+        return "x".join(value_text(x) for x in v)
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{value_text(x)}" for k, x in v.items()) + "}"
+    return str(v)
 
 
 class Divergence(NamedTuple):

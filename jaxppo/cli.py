@@ -29,7 +29,7 @@ import jax
 
 import jaxppo.compare as cmp
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.callbacks import Callback, RunInfo
+from jaxppo.callbacks import Callback, Divergence, RunInfo
 from jaxppo.config import config_reference, load_config, parse_overrides
 from jaxppo.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
@@ -49,7 +49,8 @@ from jaxppo.search import (
 )
 from jaxppo.search.halving import halving_search, is_halving
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
-from jaxppo.search.sweep import sweep_from_checkpoint
+from jaxppo.search.static import group_config, has_static
+from jaxppo.search.sweep import StaticSweep, is_static_sweep, sweep_from_checkpoint
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -141,9 +142,10 @@ class _Header(Callback):
             print(f"resuming at update {info.start_update}/{info.config.num_updates}", flush=True)
 
 
-def _run(exp: Experiment, args, what: str):
+def _run(exp: Experiment, args, what: str, resume_dir: str | None = None):
     """Run `exp` with the CLI's own callbacks; `(result, None)`, or `(None, exit status)` after
-    one line for a run stopped at once (a second signal) or a file system failure."""
+    one line for a run stopped at once (a second signal) or a file system failure. `resume_dir`:
+    what `--resume` continues, when not the run's own directory (a static sweep's)."""
     if is_main_process():
         extra = [WandbLogger(project=args.wandb_project)] if args.wandb else []
         exp.callbacks = [_Header(what, exp.progress), *exp.callbacks, *extra]
@@ -156,21 +158,26 @@ def _run(exp: Experiment, args, what: str):
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
     run_dir = exp.last_run_dir
+    sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
+                  f"--resume {resume_dir}" if resume_dir else "")
     if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
         print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
-              f"continue with: jaxppo {args.command} --resume {run_dir}", file=sys.stderr)
+              f"continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
+              file=sys.stderr)
     elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
         print(f"jaxppo {args.command}: error: {problem}; the logs are kept in {run_dir} (no "
-              "checkpoint had been saved yet)", file=sys.stderr)
+              f"checkpoint had been saved yet){sweep_rest}", file=sys.stderr)
     else:
         gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
-        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{gone}",
-              file=sys.stderr)
+        group = " in this group" if resume_dir else ""
+        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{group}{gone}"
+              f"{sweep_rest}", file=sys.stderr)
     return None, code
 
 
-def _stopped(result, command: str) -> int | None:
-    """The exit status (after one line) of a run that stopped early; None if it finished."""
+def _stopped(result, command: str, resume_dir: str | None = None) -> int | None:
+    """The exit status (after one line) of a run that stopped early; None if it finished.
+    `resume_dir`: what `--resume` continues, when not the run's own directory."""
     if result.diverged is not None and command == "train":  # a sweep goes on: cmd_sweep
         what, fix = describe_divergence(result.diverged, result.config)
         kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
@@ -181,7 +188,8 @@ def _stopped(result, command: str) -> int | None:
     if result.stop_signal is not None:
         name = signal.Signals(result.stop_signal).name
         print(f"stopped by {name} at update {result.update}/{result.config.num_updates}; "
-              f"checkpoint saved. Continue with: jaxppo {command} --resume {result.run_dir}",
+              f"checkpoint saved. Continue with: jaxppo {command} --resume "
+              f"{resume_dir or result.run_dir}",
               file=sys.stderr)
         return 128 + result.stop_signal
     return None
@@ -309,11 +317,19 @@ def cmd_sweep(args) -> int:
                 shard=args.shard, checkpoint_every=args.checkpoint_every)
     if args.resume:
         _refuse_with_resume(args)
+        if is_static_sweep(args.resume):
+            return _static_sweep(StaticSweep.from_dir(args.resume, repair_log=args.repair_log,
+                                                      **opts), args)
         exp = sweep_from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
     else:
         _refuse_repair_log(args)
         config = load_config(require_config(args), parse_overrides(args.set))
         settings, search = _sweep_settings(args, config)
+        if has_static(settings):
+            return _static_sweep(StaticSweep.start(
+                config, settings, args.seeds or 1, search, where=args.search or "grid", cli=True,
+                seed=args.seed or 0, logdir=args.logdir or "runs", run_name=args.run_name,
+                **opts), args)
         pbt = search is not None and search.get("strategy") == "pbt"
         exp = Experiment(config, seeds=args.seeds or 1, hparams=settings, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, search=search,
@@ -356,7 +372,67 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _static_sweep(sw: StaticSweep, args) -> int:
+    """A sweep over static settings: each group one compiled program, run one after another
+    through `_run` (the same lines as one sweep's), then the table over every setting."""
+    n, todo = len(sw.groups), len(sw.pending())
+    done = f"{n - todo} finished, " if todo < n else ""
+    print(f"jaxppo sweep: {n} static settings: {done}{todo} compile{'s' * (todo != 1)}, one "
+          f"program each, run one after another | sweep dir {sw.run_dir}", flush=True)
+    failed = []
+
+    def run_group(exp: Experiment, group) -> object:
+        what = (f"jaxppo sweep: {exp.config.env_id} | {group.name}: {len(exp.settings)} "
+                f"settings x {exp.seeds} seeds = {exp.num_runs} agents in one program")
+        result, code = _run(exp, args, what, resume_dir=sw.run_dir)
+        failed.append(code)
+        return result
+
+    try:
+        table = sw.run(run_group)
+    except KeyboardInterrupt as e:  # between two groups' runs: each group's files are safe
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"jaxppo sweep: error: stopped at once by {signal.Signals(signum).name}; the "
+              f"groups that ran are kept; continue with: jaxppo sweep --resume {sw.run_dir}",
+              file=sys.stderr)
+        return 128 + signum
+    if table is None:
+        return failed[-1]
+    if table.result is not None:
+        code = _stopped(table.result, "sweep", sw.run_dir)
+        if code is not None:
+            return code
+    print(table.table())
+    best = table.best
+    print(f"each setting's agents are in its group's run dir (sweep.csv: group, runs); the "
+          f"best's are runs {' '.join(map(str, best['runs']))} of: jaxppo eval {best['run_dir']}")
+    s = table.summary
+    diverged = [(g, o) for g, o in zip(sw.groups, table.groups, strict=True)
+                if o.summary.get("diverged")]
+    if diverged:  # the first diverged agent's cause, by its source
+        g, o = diverged[0]
+        d = Divergence(**o.summary["diverged"])
+        what, fix = describe_divergence(d, group_config(sw.config, g),
+                                        f"agent {d.run} of {g.name}")
+        n_bad = sum(int(o.diverged.sum()) for o in table.groups)
+        if s["status"] == "diverged":
+            print(f"jaxppo sweep: error: every agent diverged ({n_bad} of {sw.num_runs}); the "
+                  f"first: {what}; {fix}", file=sys.stderr)
+            return 3
+        print(f"note: {n_bad} of {sw.num_runs} agents diverged; the first: {what}; {fix}",
+              file=sys.stderr)
+    print(f"{sw.num_runs} agents in {n} programs ({n} static settings; {todo} compiled in this "
+          f"session), wall {s['wall_s']:.1f} s")
+    return 0
+
+
 def cmd_eval(args) -> int:
+    if is_static_sweep(args.run_dir):
+        first = sorted(d for d in os.listdir(args.run_dir)
+                       if os.path.isdir(os.path.join(args.run_dir, d, "checkpoint")))
+        raise UsageError(f"'{args.run_dir}' is a sweep over static settings: each static "
+                         "setting is a run directory of its own (sweep.csv: group); evaluate "
+                         f"one: jaxppo eval {os.path.join(args.run_dir, (first or ['GROUP'])[0])}")
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
         if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played
@@ -503,7 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "rows it lost (they cannot be recreated) instead of refusing")
     t.set_defaults(func=cmd_train)
 
-    s = sub.add_parser("sweep", help="grid of float hyperparameters x seeds, one compile")
+    s = sub.add_parser("sweep", help="grid (or random search) x seeds: the float "
+                                     "hyperparameters in one compile, one per static setting")
     common(s)
     s.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
     s.add_argument("--search", choices=("grid", "random", "halving", "pbt"), default=None,
@@ -512,7 +589,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "rungs, keeping the best 1/--eta after each; pbt: population-based "
                         "training of --population members drawn so")
     s.add_argument("--space", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|a,b,c",
-                   help="with --search random/halving/pbt: a hyperparameter's range or choices")
+                   help="with --search random/halving/pbt: a key's range or choices (a static "
+                        "key: choices, and only with --search random)")
     s.add_argument("--trials", type=positive_int("--trials"), default=None, metavar="N",
                    help="with --search random/halving: how many settings to draw")
     s.add_argument("--eta", type=int, default=None, metavar="ETA",

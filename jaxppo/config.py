@@ -405,6 +405,12 @@ def _unknown_key_fix(key: Any) -> str:
     return f"did you mean '{_SUGGEST[close[0]]}'?"
 
 
+def check_config_key(key: str, where: str) -> None:
+    """Refuse a key `PPOConfig` does not have, naming `where` it came from and the likely key."""
+    if key not in FIELDS:
+        raise ConfigError(f"{where}: unknown key '{key}'; {_unknown_key_fix(key)}")
+
+
 def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfig:
     """Build a `PPOConfig` from a plain mapping, rejecting unknown keys with a suggestion."""
     if not isinstance(values, dict):
@@ -558,7 +564,8 @@ class Hparams(NamedTuple):
         if static:
             raise ConfigError(f"Hparams.stack: the configs differ in {', '.join(static)}, which "
                               "are static (shapes, loop lengths, switches); sweep them with "
-                              "separate make_train calls (one compile each)")
+                              "separate make_train calls (one compile each), as jaxppo.sweep "
+                              "does for a grid with static keys")
         hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in items]
         return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=True)))
 

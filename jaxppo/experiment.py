@@ -719,8 +719,10 @@ def _check_settings(config: PPOConfig, settings: list[dict]) -> None:
     for s in settings:
         bad = [k for k in s if k not in Hparams._fields]
         if bad:
-            raise ConfigError(f"hparams: {bad[0]!r} cannot be swept in one compile; sweepable: "
-                              f"{', '.join(Hparams._fields)} (others need a make_train each)")
+            raise ConfigError(f"hparams: {bad[0]!r} is static (fixed when compiled), and one "
+                              f"Experiment is one program: its hparams take "
+                              f"{', '.join(Hparams._fields)}; jaxppo.sweep(config, "
+                              f"{{{bad[0]!r}: [...]}}) compiles one program per static setting")
         dataclasses.replace(config, **s)  # validate every setting on the host before compiling
 
 

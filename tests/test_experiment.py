@@ -302,7 +302,8 @@ def test_no_return_round_trips_through_checkpoints_and_old_accounts_load(tmp_pat
 
 
 def test_static_fields_cannot_be_swept_in_one_compile():
-    with pytest.raises(jaxppo.ConfigError, match="num_minibatches.*cannot be swept"):
+    """One Experiment is one program; the error points at jaxppo.sweep, which groups."""
+    with pytest.raises(jaxppo.ConfigError, match="num_minibatches.*static.*jaxppo.sweep"):
         Experiment(CONFIG, hparams=[{"num_minibatches": 4}])
 
 

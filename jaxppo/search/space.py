@@ -1,24 +1,28 @@
-"""A search space over the traced float hyperparameters (`Hparams._fields`) and a random draw
-from it. The draw is on the host with numpy's `default_rng(seed)`, once, before compiling: the
-drawn settings become a sweep's `hparams` list (one vmapped program, as a grid's do), and the
+"""A search space over config keys and a random draw from it. The draw is on the host with
+numpy's `default_rng(seed)`, once, before compiling: the drawn settings become a sweep's
+`hparams` list (one vmapped program, as a grid's do; one per static setting drawn), and the
 checkpoint keeps them, so a resumed random sweep continues bit-exactly.
 
 A space maps a key to an interval `(low, high)` (uniform), `(low, high, "log")` (log-uniform)
 or a list of choices (uniform over them). On the command line: `KEY=LOW:HIGH[:log]` or
-`KEY=a,b,c`.
+`KEY=a,b,c`. A static key (`jaxppo.search.static`: num_minibatches, hidden_sizes, ...) takes
+choices only: each value it draws is a compiled program of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from jaxppo.config import Hparams, PPOConfig
+from jaxppo.callbacks import value_text
+from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
+from jaxppo.search.static import check_key, is_static, parse_values
 
 # One entry of a checked space: ("uniform"|"log", low, high) or ("choice", values).
 Entry = tuple
@@ -34,11 +38,16 @@ def parse_space(items: Sequence[str], search: str = "random") -> dict[str, Entry
         if not sep or not key or not text:
             raise UsageError(f"--space expects KEY=LOW:HIGH[:log] or KEY=a,b,c, got {item!r} "
                              "(e.g. --space lr=1e-4:1e-2:log)")
-        _check_key(key, f"--space {key}")
+        check_key(key, f"--space {key}")
         if key in space:  # argparse would keep only the last: one --space per key
             raise UsageError(f"--space {key} is given twice ({given[key]!r}, {text!r}); give "
                              "each key once")
         given[key] = text
+        if is_static(key):
+            if _RANGE.fullmatch(text):
+                raise UsageError(_static_range(f"--space {item}", key))
+            space[key] = ("choice", parse_values(key, text, f"--space {key}"))
+            continue
         parts = text.split(":")
         try:
             if len(parts) == 1:
@@ -69,15 +78,20 @@ def check_space(space: dict, config: PPOConfig | None = None, *, cli: bool = Fal
     checked = {}
     for key, value in space.items():
         name = f"--space {key}" if cli else f"space {key!r}"
-        _check_key(key, name, error)
-        entry = value if _is_entry(value) else _entry(value, f"{name}={value!r}", error)
+        check_key(key, name, error)
+        if is_static(key) and not _is_entry(value):
+            if not isinstance(value, list) or not value:
+                raise error(_static_range(f"{name}={value!r}", key))
+            entry = ("choice", list(value))
+        else:
+            entry = value if _is_entry(value) else _entry(value, f"{name}={value!r}", error)
         if config is not None:
             values = entry[1] if entry[0] == "choice" else entry[1:]
             for v in values:
                 try:
                     dataclasses.replace(config, **{key: v})
                 except ConfigError as e:
-                    raise error(f"{name}: {v:g} is not a valid {key} ({e})") from None
+                    raise error(f"{name}: {value_text(v)} is not a valid {key} ({e})") from None
         checked[key] = entry
     return checked
 
@@ -97,7 +111,9 @@ def draw_settings(space: dict[str, Entry], trials: int, seed: int = 0) -> list[d
             columns[key] = np.exp(rng.uniform(math.log(entry[1]), math.log(entry[2]), trials))
         else:
             columns[key] = rng.uniform(entry[1], entry[2], trials)
-    return [{k: float(columns[k][i]) for k in space} for i in range(trials)]
+    # a choice keeps its value (a static key's int, tuple or name); a draw is a float
+    return [{k: columns[k][i] if space[k][0] == "choice" else float(columns[k][i])
+             for k in space} for i in range(trials)]
 
 
 def random_search(config: PPOConfig, space: dict, trials: int, seed: int = 0, *,
@@ -119,10 +135,12 @@ def space_record(space: dict[str, Entry]) -> dict:
                 else [e[1], e[2], *(["log"] if e[0] == "log" else [])]) for k, e in space.items()}
 
 
-def _check_key(key: str, name: str, error: type = UsageError) -> None:
-    if key not in Hparams._fields:
-        raise error(f"{name}: only float hyperparameters can be searched in one compile: "
-                    f"{', '.join(Hparams._fields)}")
+_RANGE = re.compile(r"[^,\[\]{}]*:[^,\[\]{}]*")  # LOW:HIGH[:log], not a choice like [64,64]
+
+
+def _static_range(name: str, key: str) -> str:
+    return (f"{name}: {key} is static (each value compiles its own program): give a list of "
+            f"choices, e.g. --space {key}=a,b,c (Python: space={{'{key}': [a, b, c]}})")
 
 
 def _is_entry(value) -> bool:

@@ -7,16 +7,17 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+import json
 import os
 from collections.abc import Sequence
 
 import numpy as np
 
 from jaxppo.callbacks import Callback, RunInfo, RunResult, setting_label
-from jaxppo.config import Hparams
 from jaxppo.errors import UsageError
 from jaxppo.plots import plot_sweep
 from jaxppo.search.halving import is_halving, setting_updates
+from jaxppo.search.static import check_key, parse_values
 from jaxppo.stats import mean_std_or_none, quiet_nonfinite
 
 
@@ -28,9 +29,12 @@ class SweepResult:
     rows: list[dict]  # rank, setting, label, updates (how far it trained), final_return_mean,
     #                   final_return_std (None where no seed has a return), seeds,
     #                   diverged_seeds, seeds_without_return, runs (indices into the run's
-    #                   seeds axis)
-    result: RunResult
+    #                   seeds axis); with static keys also
+    #                   group (the run directory's name) and run_dir (its path) of the runs
+    result: RunResult | None  # with static keys: the last group run in this session
     run_dir: str | None
+    groups: list | None = None  # with static keys: each group's outcome (jaxppo.search.sweep)
+    summary: dict | None = None  # with static keys: what the sweep's summary.json holds
 
     @property
     def best(self) -> dict:
@@ -39,7 +43,7 @@ class SweepResult:
     def table(self) -> str:
         """The table the CLI prints."""
         width = max(len(r["label"]) for r in self.rows)
-        ragged = len({r["updates"] for r in self.rows}) > 1  # halving: how far each went
+        ragged = len({r.get("updates") for r in self.rows}) > 1  # halving: how far each went
         lines = [f"{'rank':>4}  {'setting':<{width}}  {'updates  ' if ragged else ''}final return"]
         for r in self.rows:
             flag = (f"  (diverged: {r['diverged_seeds']}/{r['seeds']} seeds)"
@@ -48,37 +52,33 @@ class SweepResult:
                 flag += f"  (no episode ended: {r['seeds_without_return']}/{r['seeds']} seeds)"
             ret = ("    none" if r["final_return_mean"] is None else
                    f"{r['final_return_mean']:8.2f} ± {r['final_return_std']:.2f}")
-            went = f"{r['updates']:>7}  " if ragged else ""
+            went = f"{r.get('updates')!s:>7}  " if ragged else ""
             lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {went}{ret}{flag}")
         return "\n".join(lines)
 
 
-def parse_grid(items: list[str]) -> dict[str, list[float]]:
-    """`KEY=V1,V2,...` items (the CLI's `--grid`) as a grid; only the float hyperparameters
-    that one compiled program can sweep."""
+def parse_grid(items: list[str]) -> dict[str, list]:
+    """`KEY=V1,V2,...` items (the CLI's `--grid`) as a grid: numbers for the float
+    hyperparameters, YAML values (as `--set` reads them) for static keys, which compile once
+    per static setting."""
     grid, given = {}, {}
     for item in items or []:
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or not key or not values:
             raise UsageError(f"--grid expects KEY=V1,V2,..., got {item!r} (e.g. --grid lr=1e-4,3e-4)")
-        if key not in Hparams._fields:
-            raise UsageError(f"--grid {key}: only float hyperparameters can be swept in one "
-                             f"compile: {', '.join(Hparams._fields)}")
+        check_key(key, f"--grid {key}")
         if key in grid:  # argparse would keep only the last: one --grid per key
             raise UsageError(f"--grid {key} is given twice; give all its values in one: "
                              f"--grid {key}={given[key]},{values}")
         given[key] = values
-        try:
-            grid[key] = [float(v) for v in values.split(",")]
-        except ValueError:
-            raise UsageError(f"--grid {key}: values must be numbers, got {values!r}") from None
+        grid[key] = parse_values(key, values, f"--grid {key}")
     if not grid:
         raise UsageError("sweep needs at least one --grid KEY=V1,V2,...")
     return grid
 
 
-def grid_settings(grid: dict[str, Sequence[float]]) -> list[dict]:
+def grid_settings(grid: dict[str, Sequence]) -> list[dict]:
     """Every combination of a grid `{key: [values]}`, in grid order."""
     return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
 
@@ -90,10 +90,10 @@ def rank_settings(settings: list[dict], final_return: np.ndarray, diverged: np.n
     (NaN: no episode ended; NaN/Inf of a diverged seed, flagged apart); a setting none of whose
     seeds has one ranks last, its mean None. With `updates` [N] (how far each trained: a
     halving sweep's), the settings that went further rank first."""
+    went = [0] * len(settings) if updates is None else [int(u) for u in updates]
     final = np.asarray(final_return, float).reshape(len(settings), seeds)
     bad = np.asarray(diverged, bool).reshape(len(settings), seeds)
     stats = [mean_std_or_none(row) for row in final]
-    went = [0] * len(settings) if updates is None else [int(u) for u in updates]
     order = sorted(range(len(settings)),  # stable on ties; no return at all ranks last
                    key=lambda g: (-went[g], stats[g][0] is None, -(stats[g][0] or 0.0), g))
     return [{"rank": rank, "setting": settings[g], "label": setting_label(settings[g]),
@@ -136,21 +136,34 @@ class SweepTable(Callback):
                 or result.update < result.config.num_updates):
             return
         rows = result.summary["ranked"] = sweep_rows(result)
-        run_dir, seeds = self.info.run_dir, rows[0]["seeds"]
-        keys = list(rows[0]["setting"])
-        with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(_header(keys))
-            for r in rows:
-                w.writerow([r["rank"], *r["setting"].values(), r["updates"],
-                            _cell(r["final_return_mean"]), _cell(r["final_return_std"]), seeds,
-                            " ".join(map(str, r["runs"])), r["diverged_seeds"]])
-        in_grid = sorted(rows, key=lambda r: r["runs"][0])
-        nan = lambda x: np.nan if x is None else x  # noqa: E731 - no bar for no return
-        plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
-                   np.array([nan(r["final_return_mean"]) for r in in_grid]),
-                   np.array([nan(r["final_return_std"]) for r in in_grid]),
-                   f"{result.config.env_id}: {seeds} seed(s) per setting")
+        write_sweep_files(self.info.run_dir, rows, sorted(rows, key=lambda r: r["runs"][0]),
+                          f"{result.config.env_id}: {rows[0]['seeds']} seed(s) per setting")
+
+
+def write_sweep_files(run_dir: str, rows: list[dict], in_grid: list[dict], title: str) -> None:
+    """`sweep.csv` (the ranked rows; with static keys a `group` column names the run
+    directory that holds each setting's `runs`) and `sweep.png` (the rows `in_grid` order)."""
+    seeds, keys = rows[0]["seeds"], list(rows[0]["setting"])
+    grouped = "group" in rows[0]
+    with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow([*_header(keys), *(["group"] if grouped else [])])
+        for r in rows:
+            w.writerow([r["rank"], *map(_value_cell, r["setting"].values()),
+                        "" if r.get("updates") is None else r["updates"],
+                        _cell(r["final_return_mean"]), _cell(r["final_return_std"]), seeds,
+                        " ".join(map(str, r["runs"])), r["diverged_seeds"],
+                        *([r["group"]] if grouped else [])])
+    nan = lambda x: np.nan if x is None else x  # noqa: E731 - no bar for no return
+    plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
+               np.array([nan(r["final_return_mean"]) for r in in_grid]),
+               np.array([nan(r["final_return_std"]) for r in in_grid]), title)
+
+
+def _value_cell(v) -> object:
+    """A setting's value in sweep.csv: a float as it is, a static value as `--set` reads it
+    (`[64, 64]`, `true`, `relu`)."""
+    return v if isinstance(v, float | str) else json.dumps(v)
 
 
 def _header(keys) -> list[str]:
