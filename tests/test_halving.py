@@ -102,6 +102,8 @@ BAD = {  # argv after the config, culprits the one line must name
                           ["--grid", "halving"]),
     "eta without halving": (["--search", "random", "--trials", "4", "--eta", "2",
                              "--space", "lr=1e-4:1e-2"], ["--eta", "--search halving"]),
+    "static key": (["--search", "halving", "--trials", "4", "--space", "num_minibatches=2,4"],
+                   ["--space num_minibatches", "static", "--search halving"]),
     "too few updates": (["--search", "halving", "--trials", "9", "--space", "lr=1e-4:1e-2",
                          "--set", "total_timesteps=256"],
                         ["4 updates are too few", "3 rungs", "total_timesteps to 320 (5 updates)"]),

@@ -130,7 +130,7 @@ def test_a_random_sweep_end_to_end_and_its_resume(tmp_path, capsys):
             assert math.isclose(float(by_run[g][k]), v, rel_tol=1e-3, abs_tol=1e-4), (k, v)
     summary = json.load(open(tmp_path / "cli" / "summary.json"))
     assert summary["settings"] == drawn  # the exact draws: the Python API's for the same seed
-    assert summary["search"] == {"kind": "random", "trials": 3, "seed": 5, "space": {
+    assert summary["search"] == {"strategy": "random", "kind": "random", "trials": 3, "seed": 5, "space": {
         "lr": [1e-4, 1e-2, "log"], "ent_coef": [0.0, 0.02],
         "clip_eps": {"choices": [0.1, 0.2, 0.3]}}}
 

@@ -103,7 +103,8 @@ def halving_search(config: PPOConfig, space: dict, trials: int, eta: int = 3, se
     record: the rungs' ends, and `kept`, the settings trained in each rung so far (rung 0: all;
     the run appends the next as it decides)."""
     ends = check_halving(config, trials, eta, cli=cli)
-    settings, drawn = random_search(config, space, int(trials), seed, cli=cli)
+    settings, drawn = random_search(config, space, int(trials), seed, cli=cli,
+                                    population="halving")
     return settings, {"strategy": "halving", "trials": int(trials), "eta": int(eta),
                       "rungs": ends, "kept": [list(range(int(trials)))],
                       "space": drawn["space"], "seed": seed}

@@ -54,7 +54,7 @@ def pbt_search(config: PPOConfig, space: dict, population: int,
             not 0 < quantile <= 0.5:
         raise error(f"{flag('quantile')} {quantile}: use a fraction in (0, 0.5] (the bottom "
                     "and top quantiles must not overlap)")
-    checked = check_space(space, config, cli=cli)
+    checked = check_space(space, config, cli=cli, population="pbt")
     settings = draw_settings(checked, int(population), seed)
     record = {"strategy": "pbt", "population": int(population), "interval": int(interval),
               "quantile": float(quantile), "space": space_record(checked), "seed": int(seed)}

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from jaxppo.callbacks import value_text
-from jaxppo.config import PPOConfig
+from jaxppo.config import Hparams, PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.search.static import check_key, is_static, parse_values
 
@@ -66,11 +66,12 @@ def parse_space(items: Sequence[str], search: str = "random") -> dict[str, Entry
     return space
 
 
-def check_space(space: dict, config: PPOConfig | None = None, *, cli: bool = False
-                ) -> dict[str, Entry]:
+def check_space(space: dict, config: PPOConfig | None = None, *, cli: bool = False,
+                population: str | None = None) -> dict[str, Entry]:
     """A space (as `jaxppo.sweep(space=...)` takes it, or `parse_space`'s) checked: sweepable
     keys, well-formed entries, and, with `config`, bounds and choices the config accepts (its
-    own validation, so a clip_eps <= 0 is caught before any draw)."""
+    own validation, so a clip_eps <= 0 is caught before any draw). `population` names a search
+    that keeps every setting in one compiled program (halving, pbt): static keys refused."""
     error = UsageError if cli else ConfigError
     if not isinstance(space, dict) or not space:
         raise error("space: give at least one hyperparameter, e.g. "
@@ -79,6 +80,12 @@ def check_space(space: dict, config: PPOConfig | None = None, *, cli: bool = Fal
     for key, value in space.items():
         name = f"--space {key}" if cli else f"space {key!r}"
         check_key(key, name, error)
+        if population is not None and is_static(key):
+            search = f"--search {population}" if cli else f"search={population!r}"
+            raise error(f"{name}: {key} is static (each value compiles its own program), and "
+                        f"{search} keeps its whole population in one program: its space takes "
+                        f"the float hyperparameters only ({', '.join(Hparams._fields)}); sweep "
+                        f"{key} with --grid or --search random")
         if is_static(key) and not _is_entry(value):
             if not isinstance(value, list) or not value:
                 raise error(_static_range(f"{name}={value!r}", key))
@@ -117,14 +124,15 @@ def draw_settings(space: dict[str, Entry], trials: int, seed: int = 0) -> list[d
 
 
 def random_search(config: PPOConfig, space: dict, trials: int, seed: int = 0, *,
-                  cli: bool = False) -> tuple[list[dict], dict]:
-    """A random search's settings and its record for summary.json (`search`)."""
+                  cli: bool = False, population: str | None = None) -> tuple[list[dict], dict]:
+    """A random search's settings and its record for summary.json (`search`; `strategy`, and
+    `kind` as older runs have it). `population` as `check_space`'s."""
     if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 1:
         raise (UsageError if cli else ConfigError)(
             f"{'--trials' if cli else 'trials:'} {trials}: use a positive integer")
-    checked = check_space(space, config, cli=cli)
+    checked = check_space(space, config, cli=cli, population=population)
     settings = draw_settings(checked, trials, seed)
-    return settings, {"kind": "random", "trials": trials, "seed": seed,
+    return settings, {"strategy": "random", "kind": "random", "trials": trials, "seed": seed,
                       "space": space_record(checked)}
 
 
