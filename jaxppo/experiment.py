@@ -652,9 +652,12 @@ class _Loop:
             "compile_s": round(self.compile_s, 3),
             "sps": round(stats.sps_per_run * exp.num_runs, 1),
             "sps_per_run": round(stats.sps_per_run, 1),
-            # per agent; a halving sweep's: the sum over agents, each as far as it trained
-            "env_steps": int(stats.update * c.batch_size if not is_halving(exp.search) else
-                             run_updates(exp.search, exp.seeds, stats.update).sum() * c.batch_size),
+            # per agent (a halving sweep's: its furthest); the total over agents, each as far
+            # as it trained (a halving sweep's stopped ones stop counting)
+            "env_steps": int(stats.update * c.batch_size),
+            "env_steps_total": int(c.batch_size * (
+                run_updates(exp.search, exp.seeds, stats.update).sum()
+                if is_halving(exp.search) else stats.update * exp.num_runs)),
             "episodes_per_run": [float(x) for x in stats.episodes],
             "solved": stats.solved,
             "threshold": stats.threshold,

@@ -181,7 +181,8 @@ def test_survivors_run_in_smaller_programs_and_stopped_agents_stop(halving_run):
     assert read_metrics_csv(run)["update"].shape == (8, 6)
     assert os.path.isfile(os.path.join(run, "curve.png"))
     # env_steps: the sum actually stepped, over every agent
-    assert summary["env_steps"] == sum(went.values()) * 2 * 64
+    assert summary["env_steps_total"] == sum(went.values()) * 2 * 64
+    assert summary["env_steps"] == max(went.values()) * 64  # per agent: the furthest
     # the checkpoint holds every agent, each as far as it trained (its own update counter)
     ckpt = load_checkpoint(run)
     assert ckpt.num_runs == 8 and ckpt.update == 24
@@ -234,7 +235,7 @@ def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving
     api = json.load(open(tmp / "api" / "summary.json"))
     assert api["settings"] == cli["settings"] == drawn
     assert api["search"] == cli["search"]
-    assert api["ranked"] == cli["ranked"] and api["env_steps"] == cli["env_steps"]
+    assert api["ranked"] == cli["ranked"] and api["env_steps_total"] == cli["env_steps_total"]
     assert table.rows == cli["ranked"]
     a, b = load_checkpoint(tmp / "api"), load_checkpoint(run)
     jax.tree.map(np.testing.assert_array_equal, jax.device_get(a.train_state),
