@@ -24,6 +24,7 @@ import numpy as np
 import jaxppo
 from jaxppo import PPOConfig, load_config
 from jaxppo.machine import describe
+from jaxppo.search.halving import rung_ends, rung_sizes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEMBERS = 16
@@ -50,11 +51,23 @@ def _fmt(x) -> str:
 def _row(name: str, out: jaxppo.SweepResult, wall: float) -> list:
     finals = np.array([np.nan if r["final_return_mean"] is None else r["final_return_mean"]
                        for r in out.rows], float)
-    steps = out.result.summary["env_steps"] * out.result.num_runs
-    steps = out.result.summary.get("env_steps_total", steps)
+    steps = out.result.summary["env_steps_total"]
     return [name, len(out.rows), f"{steps:,}", _fmt(np.nanmax(finals) if np.isfinite(finals).any()
                                                     else None),
             _fmt(np.nanmedian(finals) if np.isfinite(finals).any() else None), f"{wall:.1f}"]
+
+
+def _halving_budget(cfg: PPOConfig, eta: int = 3) -> int:
+    """The total_timesteps whose halving sweep (MEMBERS settings, `eta`) steps as many env
+    steps in all as MEMBERS agents trained for `cfg`'s budget."""
+    def total(updates: int) -> int:
+        ends = rung_ends(updates, MEMBERS, eta) or [updates]
+        sizes = rung_sizes(MEMBERS, eta)
+        return sum(n * (e - s) for n, s, e in zip(sizes, [0, *ends[:-1]], ends, strict=False))
+    want, updates = MEMBERS * cfg.num_updates, cfg.num_updates
+    while total(updates + 1) <= want:
+        updates += 1
+    return updates * cfg.batch_size
 
 
 def _timed(fn):
@@ -71,13 +84,8 @@ def compare(cfg: PPOConfig, seed: int) -> str:
     out, wall = _timed(lambda: jaxppo.sweep(cfg, space=SPACE, search="random", trials=MEMBERS,
                                             seed=seed, **QUIET))
     rows.append(_row("random", out, wall))
-    target = out.result.summary["env_steps"] * MEMBERS
-    # Halving spends less than 16 full runs; scale its budget so its total matches.
-    probe = jaxppo.sweep(dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 27),
-                         space=SPACE, search="halving", trials=MEMBERS, eta=3, seed=seed, **QUIET)
-    used = probe.result.summary.get("env_steps_total", probe.result.summary["env_steps"])
-    scale = target / (used / 27 * cfg.num_updates) if used else 1.0
-    halving = dataclasses.replace(cfg, total_timesteps=int(cfg.total_timesteps * scale))
+    # Halving trains fewer agents further: scale its budget until its total matches.
+    halving = dataclasses.replace(cfg, total_timesteps=_halving_budget(cfg))
     out, wall = _timed(lambda: jaxppo.sweep(halving, space=SPACE, search="halving",
                                             trials=MEMBERS, eta=3, seed=seed, **QUIET))
     rows.append(_row("halving (eta 3)", out, wall))

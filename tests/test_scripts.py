@@ -27,6 +27,15 @@ def test_benchmark_policies_quick():
     assert "| GRU 128 (torso [64]) |" in out and "| LSTM 128 (torso [64]) |" in out
 
 
+def test_benchmark_search_quick():
+    """Grid, random, halving and PBT at equal total env steps, and PBT's overhead, at toy size
+    (one env): every search runs through the public `jaxppo.sweep`."""
+    out = run("scripts/benchmark_search.py", "--quick", "--envs", "CartPole-v1")
+    for row in ("| grid | 16 |", "| random | 16 |", "| halving (eta 3) | 16 |", "| PBT (interval",
+                "| plain population |"):
+        assert row in out, row
+
+
 def test_benchmark_returns_tiny():
     out = run("scripts/benchmark_returns.py", "--configs", "configs/cartpole.yaml",
               "--max-steps", "2048", "--seeds", "2")
