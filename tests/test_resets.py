@@ -195,3 +195,34 @@ def test_bad_reset_keys_are_one_line(values, match):
     with pytest.raises(ConfigError, match=match) as e:
         dataclasses.replace(PPOConfig(), **values)
     assert "\n" not in str(e.value)
+
+
+def test_a_checkpoint_from_before_the_key_resumes_with_a_fresh_pool(costly_config, tmp_path):
+    """A costly-reset run saved before `reset` existed (no key in its config, no pool in its
+    state: it reset under a cond) loads, and goes on under `optimistic` with a full pool."""
+    import msgpack
+    from flax import serialization
+
+    from jaxppo.checkpoint import _digest, checkpoint_path
+
+    cond = dataclasses.replace(costly_config, reset="cond")
+    train = make_train(cond)
+    runner, _ = jax.jit(jax.vmap(lambda r: train.run(r, None, 1)))(
+        jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(6), 2)))
+    file = save_checkpoint(str(tmp_path), runner, cond, 1, 2)
+    with open(file, "rb") as f:
+        blob = msgpack.unpackb(f.read(), raw=False)
+    header, payload = blob["header"], serialization.msgpack_restore(blob["payload"])
+    for key in ("reset", "reset_batch"):
+        del header["config"][key]
+    del payload["env"]["env_state"]["pool"]
+    blob["payload"] = serialization.msgpack_serialize(payload)
+    header["sha256"] = _digest(header, blob["payload"])
+    with open(checkpoint_path(tmp_path), "wb") as f:
+        f.write(msgpack.packb(blob, use_bin_type=True))
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt.config.reset == "auto"
+    assert np.asarray(ckpt.runner_state.env.env_state.pool.filled).all()
+    restored = make_train(ckpt.config)
+    _, metrics = jax.jit(jax.vmap(lambda r: restored.run(r, None, 1)))(ckpt.runner_state)
+    assert np.asarray(metrics["episodes"]).min() > 0
