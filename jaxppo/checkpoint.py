@@ -241,9 +241,10 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
     if no_pool:  # written before `reset: optimistic` (its costly resets ran under a cond)
         template = _with_pool(template, None)
     runner = restore_into(template, state, checkpoint_path(path), label)
-    if no_pool:  # it goes on with a full pool of fresh draws, from keys of its own
+    if no_pool:  # it goes on with a full pool of fresh draws, from a key the run never draws
+        # (an update splits its key in 3: the 4th of a split in 4 is none of them)
         runner = _with_pool(runner, jax.vmap(
-            lambda k: train.env.reset(jax.random.fold_in(k, 1))[1].pool)(runner.key))
+            lambda k: train.env.reset(jax.random.split(k, 4)[3])[1].pool)(runner.key))
     ts = runner.train_state
     if num_runs == 1:
         ts = jax.tree.map(lambda x: x[0], ts)

@@ -91,6 +91,16 @@ def test_optimistic_initial_states_are_the_envs_own_and_never_shared():
     assert np.all(np.abs(freq - 0.25) < 5 * np.sqrt(0.25 * 0.75 / len(starts))), freq
 
 
+def test_every_key_a_rollout_draws_is_its_own():
+    """Step, fallback and fresh-draw keys never repeat (a `fold_in` sibling of a split once
+    made the first fresh draws reuse env 1's step and reset keys)."""
+    env = VecEnv("test/CostlyReset-v0", N, reset="optimistic", reset_batch=K)
+    rand = env.draw_randomness(jax.random.key(7), 5)
+    keys = np.concatenate([np.asarray(jax.random.key_data(k)).reshape(-1, 2)
+                           for k in (rand.step_key, rand.reset_key, rand.fresh_key)])
+    assert len(np.unique(keys, axis=0)) == len(keys) == 5 * (2 * N + K)
+
+
 def test_every_episode_runs_from_the_state_it_was_handed():
     """Each ended episode's length is the L and its mean reward the u it started from: no
     step the env did not take is counted."""

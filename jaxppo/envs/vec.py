@@ -198,30 +198,33 @@ class VecEnv:
 
     # ---- batched ---------------------------------------------------------------------------
     def reset(self, key: jax.Array) -> tuple[jax.Array, EnvState]:
+        pool_key = None
+        if self.reset_mode == "optimistic":  # keys of its own for a full pool to start from
+            key, pool_key = jax.random.split(key)
         keys = jax.random.split(key, self.num_envs)
         obs, inner, mask = jax.vmap(self._reset_one)(keys)
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         chex.assert_shape(obs, (self.num_envs, *self.obs_shape))
         pool = None
-        if self.reset_mode == "optimistic":  # a full pool to start from
+        if pool_key is not None:
             k = self.reset_batch
-            pool = ResetPool(*jax.vmap(self._reset_one)(self._fresh_keys(key, k)),
+            pool = ResetPool(*jax.vmap(self._reset_one)(jax.random.split(pool_key, k)),
                              jnp.ones((k,), bool))
         return obs, EnvState(inner, zeros, jnp.zeros((self.num_envs,), jnp.int32), mask, pool)
 
-    @staticmethod
-    def _fresh_keys(key: jax.Array, shape) -> jax.Array:
-        """Keys for `optimistic`'s pooled draws, a stream apart from the per-env keys."""
-        return jax.random.split(jax.random.fold_in(key, 1), shape)
-
     def draw_randomness(self, key: jax.Array, num_steps: int) -> StepRandomness:
-        """Randomness for `num_steps` calls of `step_with`: env keys as `split(key, (T, N))`."""
+        """Randomness for `num_steps` calls of `step_with`: env keys as `split(key, (T, N))`
+        (under `optimistic`, of the first half of `split(key)`; the fresh draws', of the second:
+        keys derived by `fold_in` could equal a split's, and a key split two ways repeats)."""
+        fresh_key = None
+        if self.reset_mode == "optimistic":
+            key, fresh_root = jax.random.split(key)
+            fresh_key = jax.random.split(fresh_root, (num_steps, self.reset_batch))
         env_keys = jax.random.split(key, (num_steps, self.num_envs))
         split = jax.vmap(jax.vmap(jax.random.split))(env_keys)  # [T, N, 2]
         step_key, reset_key = split[:, :, 0], split[:, :, 1]
-        if self.reset_mode == "optimistic":
-            fresh = self._fresh_keys(key, (num_steps, self.reset_batch))
-            return StepRandomness(step_key, reset_key, None, None, fresh_key=fresh)
+        if fresh_key is not None:
+            return StepRandomness(step_key, reset_key, None, None, fresh_key=fresh_key)
         if self.lazy_reset:
             return StepRandomness(step_key, reset_key, None, None)
         obs, state, mask = jax.vmap(jax.vmap(self._reset_one))(reset_key)
