@@ -172,6 +172,8 @@ def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int
                     compiler_options=compiler_options(jax.default_backend()))
                 programs[(mode, runs, n)] = (compiled, keys, time.perf_counter() - t0,
                                              runs * c.env_steps, train.env.reset_batch)
+                print(f"# {base.env_id} reset={mode} {runs} x {n}: compiled in "
+                      f"{programs[(mode, runs, n)][2]:.0f} s", file=sys.stderr, flush=True)
         times: dict = {k: [] for k in programs}
         for _ in range(repeats):
             for k, (compiled, keys, *_rest) in programs.items():
