@@ -20,7 +20,9 @@ GAE, normaliser and counters) and over sharing a state between envs: every trans
 the env produced, and no two envs ever start from the same draw. With episodes of length L,
 N / L envs end per step on average; K = N / 8 (the default) covers L >= 8 with room for bursts.
 Envs whose time limits line up (all N started together, none ended early) run short once per
-time limit, which costs one full reset, as `cond` would.
+time limit, which costs one full reset, as `cond` would. Measured (random actions, 1000 steps,
+K = N / 8): Brax inverted_double_pendulum (mean episode 18 steps) ended at most 4 of 16 / 11 of
+64 envs on one step, Craftax-Classic (mean 152) 2 of 16 / 4 of 64: never short.
 
 Fresh states stay correctly distributed: `reset_env` is a pure function of its key, so a
 state drawn some steps early is the same draw as one drawn now, and which pooled state an env
