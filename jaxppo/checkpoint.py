@@ -199,6 +199,11 @@ def restore_into(template, state_dict: dict, source: str, env_label: str | None 
         if is_key(t) else jnp.asarray(x, t.dtype), template, restored)
 
 
+def _with_pool(runner, pool):
+    env = runner.env
+    return runner._replace(env=env._replace(env_state=env.env_state._replace(pool=pool)))
+
+
 @dataclass
 class Checkpoint:
     """What `load_checkpoint` returns."""
@@ -230,7 +235,16 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
     train = make_train(config, env=env, env_params=env_params)
     template = jax.eval_shape(jax.vmap(train.init), jax.random.split(jax.random.key(0), num_runs))
     label = None if env is None else f"{config.env_id}, a {class_name(env)}"
+    saved_envs = state.get("env", {}).get("env_state") if isinstance(state, dict) else None
+    no_pool = (train.env.reset_mode == "optimistic" and isinstance(saved_envs, dict)
+               and "pool" not in saved_envs)
+    if no_pool:  # written before `reset: optimistic` (its costly resets ran under a cond)
+        template = _with_pool(template, None)
     runner = restore_into(template, state, checkpoint_path(path), label)
+    if no_pool:  # it goes on with a full pool of fresh draws, from a key the run never draws
+        # (an update splits its key in 3: the 4th of a split in 4 is none of them)
+        runner = _with_pool(runner, jax.vmap(
+            lambda k: train.env.reset(jax.random.split(k, 4)[3])[1].pool)(runner.key))
     ts = runner.train_state
     if num_runs == 1:
         ts = jax.tree.map(lambda x: x[0], ts)

@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 from jaxppo.envs import check_env_id
+from jaxppo.envs.resets import RESETS
 from jaxppo.errors import ConfigError
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
@@ -59,6 +60,16 @@ class PPOConfig:
     max_episode_steps: int | None = None
     """Truncate episodes after this many steps (bootstrapped, like any time limit), on top of
     the environment's own limit; None keeps the environment's (or its adapter's) own."""
+    reset: str = "auto"
+    """How an env whose episode ended gets its next initial state: `auto`, `predrawn`, `cond` or
+    `optimistic` (README: Resets). With `auto`, envs whose reset is costly (Brax, Playground,
+    Craftax) get `optimistic` and the rest `predrawn`. `predrawn` draws T x N reset states before
+    each rollout; `cond` resets all envs inside a `lax.cond` on steps where one ended, which a
+    vmap over seeds turns into a reset on every step; `optimistic` draws `reset_batch` fresh
+    states per step into a small pool, the same work vmapped or not."""
+    reset_batch: int | None = None
+    """Fresh reset states drawn per step under `reset: optimistic` (null: num_envs / 8, rounded
+    up; with `--shard envs`, per device)."""
     total_timesteps: int = 500_000
     """Environment steps in the whole run, summed over `num_envs`."""
     num_envs: int = 4
@@ -300,6 +311,14 @@ def _validate(c: PPOConfig) -> None:
         if isinstance(v, float) and not math.isfinite(v):
             _fail(name, f"got {v!r}", "use a finite number")
 
+    if c.reset not in RESETS:
+        _fail("reset", f"got {c.reset!r}", f"use one of {list(RESETS)}")
+    if c.reset_batch is not None:
+        if c.reset_batch <= 0:
+            _fail("reset_batch", f"got {c.reset_batch}", "use a positive integer, or null")
+        if c.reset in ("predrawn", "cond"):
+            _fail("reset_batch", f"set to {c.reset_batch}, but reset: {c.reset} draws no batch",
+                  "remove reset_batch, or use reset: optimistic")
     if c.max_episode_steps is not None and c.max_episode_steps <= 0:
         _fail("max_episode_steps", f"got {c.max_episode_steps}",
               "use a positive integer, or null for the environment's own limit")

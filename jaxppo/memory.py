@@ -88,8 +88,11 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
     per_env = one_state + obs_b + 16  # env state, next obs, episode stats, discounted return
     state = 2 * (3 * params + N * per_env)  # params + two Adam moments; input and output copies
 
-    # Pre-drawn reset states/obs (not for lazy-reset envs, which reset N at a time), keys, noise.
+    # Pre-drawn reset states/obs (not for lazy-reset envs, which reset N at a time, and under
+    # `reset: optimistic` also hold a pool of K and draw K more per step), keys, noise.
     resets = N * (one_state + obs_b) if env.lazy_reset else T * N * (one_state + obs_b)
+    if env.reset_mode == "optimistic":
+        resets += 2 * env.reset_batch * (one_state + obs_b)
     randomness = resets + T * N * (16 + 4 * act_dim)
     trajectory = T * N * (obs_b + act_b + 32)  # obs, action, logp, value, reward, flags, GAE
     permutations = config.update_epochs * B * 12

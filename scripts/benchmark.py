@@ -7,7 +7,11 @@ compile time reported apart from run time).
 
 Sections: `seeds` (SPS and compile time vs vmapped seeds), `envs` (SPS vs num_envs),
 `split` (one update: rollout vs learning), `logging` (live progress in chunks vs one scan),
-`dtype` (bf16 vs f32), `memory` (peak host RSS vs rollout size and vs number of updates).
+`dtype` (bf16 vs f32), `memory` (peak host RSS vs rollout size and vs number of updates),
+`resets` (costly resets: 4 vmapped seeds x 16 envs vs one agent of 64 envs, `reset: cond` vs
+`optimistic`, on Craftax-Classic and Brax; not in the default set: it needs those suites).
+
+    python scripts/benchmark.py --only resets --reset-updates 8
 """
 
 from __future__ import annotations
@@ -142,6 +146,50 @@ def bench_dtype(cfg: PPOConfig, repeats: int) -> str:
                  ["compute_dtype", "compile s", "run s", "SPS"], rows)
 
 
+RESET_CONFIGS = ("craftax_classic_symbolic.yaml", "brax_inverted_double_pendulum.yaml")
+
+
+def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int = 4,
+                 envs_per_seed: int = 16, num_steps: int | None = None) -> str:
+    """The same env steps as `seeds` vmapped agents of `envs_per_seed` envs and as one agent of
+    `seeds * envs_per_seed` envs, under `reset: cond` and `reset: optimistic`; the programs are
+    compiled first, then run in turn (interleaved, so a busy machine slows all alike), and each
+    figure is the median of `repeats`."""
+    rows = []
+    for name in config_names:
+        base = load_config(os.path.join(ROOT, "configs", name))
+        steps = num_steps or base.num_steps
+        programs = {}
+        for mode in ("cond", "optimistic"):
+            for runs, n in ((seeds, envs_per_seed), (1, seeds * envs_per_seed)):
+                c = dataclasses.replace(base, reset=mode, num_envs=n, num_steps=steps,
+                                        num_minibatches=4,
+                                        total_timesteps=updates * n * steps)
+                train = make_train(c)
+                keys = jax.random.split(jax.random.key(0), runs)
+                t0 = time.perf_counter()
+                compiled = jax.jit(jax.vmap(train)).lower(keys).compile(
+                    compiler_options=compiler_options(jax.default_backend()))
+                programs[(mode, runs, n)] = (compiled, keys, time.perf_counter() - t0,
+                                             runs * c.env_steps, train.env.reset_batch)
+                print(f"# {base.env_id} reset={mode} {runs} x {n}: compiled in "
+                      f"{programs[(mode, runs, n)][2]:.0f} s", file=sys.stderr, flush=True)
+        times: dict = {k: [] for k in programs}
+        for _ in range(repeats):
+            for k, (compiled, keys, *_rest) in programs.items():
+                t0 = time.perf_counter()
+                jax.block_until_ready(compiled(keys))
+                times[k].append(time.perf_counter() - t0)
+        for (mode, runs, n), (_, _, comp, total, k) in programs.items():
+            run_s = float(np.median(times[(mode, runs, n)]))
+            rows.append([base.env_id, mode, k if mode == "optimistic" else "-",
+                         f"{runs} x {n}", f"{comp:.1f}", f"{run_s:.2f}", f"{total / run_s:,.0f}"])
+    return table(f"Costly resets: vmapped seeds vs one agent, same env steps ({updates} updates, "
+                 f"median of {repeats}, interleaved)",
+                 ["env", "reset", "reset_batch", "seeds x envs", "compile s", "run s", "SPS"],
+                 rows)
+
+
 def _peak_rss_child(code: str) -> float:
     """Peak RSS (MiB) of a fresh interpreter running `code`."""
     out = subprocess.run([sys.executable, "-c", code + "\nimport resource;"
@@ -173,6 +221,11 @@ def main() -> None:
     p.add_argument("--out", default=None, help="also write the Markdown here")
     p.add_argument("--seeds", default="1,4,16,64,256", help="seed counts for the seeds section")
     p.add_argument("--envs", default="4,16,64,256,1024,4096", help="num_envs values")
+    p.add_argument("--reset-configs", default=",".join(RESET_CONFIGS),
+                   help="shipped configs (configs/) for the resets section")
+    p.add_argument("--reset-updates", type=int, default=8, help="updates per run (resets)")
+    p.add_argument("--reset-steps", type=int, default=None,
+                   help="num_steps for the resets section (default: each config's)")
     args = p.parse_args()
     cfg = load_config(args.config)
     only = set(args.only.split(","))
@@ -191,6 +244,9 @@ def main() -> None:
         "logging": lambda: bench_logging(cfg, 1, repeats),
         "dtype": lambda: bench_dtype(cfg, repeats),
         "memory": lambda: bench_memory(cfg),
+        "resets": lambda: bench_resets(args.reset_configs.split(","),
+                                       1 if args.quick else args.reset_updates, repeats,
+                                       num_steps=8 if args.quick else args.reset_steps),
     }
     for name, fn in sections.items():
         if name in only and not (args.quick and name == "memory"):

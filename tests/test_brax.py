@@ -81,9 +81,8 @@ def test_falling_terminates_and_actions_clip():
 
 def test_lazy_reset_matches_predrawn_resets():
     """Resetting inside a `lax.cond` gives exactly what the pre-drawn T x N resets give."""
-    lazy = VecEnv(IDP, 4)
-    eager = VecEnv(IDP, 4)
-    eager.lazy_reset = False
+    lazy = VecEnv(IDP, 4, reset="cond")
+    eager = VecEnv(IDP, 4, reset="predrawn")
     actions = jax.random.uniform(jax.random.key(2), (40, 4, 1), minval=-1.0, maxval=1.0) * 3
     a = _rollout(lazy, jax.random.key(3), actions)
     b = _rollout(eager, jax.random.key(3), actions)

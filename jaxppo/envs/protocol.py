@@ -15,7 +15,8 @@ value is 0). Optional, found by name:
     env.action_mask(state, params)  -> bool [A] (or [sum(nvec)] for MultiDiscrete): legal actions
     env.episode_metrics(state, params) -> {name: scalar}  logged as `env/<name>` at episode end
     env.max_episode_steps: int      jaxppo truncates (and bootstraps) after this many steps
-    env.expensive_reset: bool       reset only on steps where an episode ended (physics resets)
+    env.expensive_reset: bool       a costly reset (physics, world generation): `reset: auto`
+                                    then draws a few per step (`resets.py`), not T x N
     env.default_obs_field: str      the `obs_field` used when the config sets none
     env.render(state, params) -> uint8 [H, W, 3]   one frame for `jaxppo eval --gif` (on the
                                     host, one unbatched state; NotImplementedError: cannot draw)

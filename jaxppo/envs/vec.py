@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxppo.envs.protocol import EnvInfo, inspect_env
 from jaxppo.envs.registry import make_env
+from jaxppo.envs.resets import RESETS, ResetPool, default_reset_batch, hand_out
 from jaxppo.envs.spaces import ActionSpec
 from jaxppo.errors import ConfigError
 
@@ -58,6 +59,7 @@ class EnvState(NamedTuple):
     episode_return: jax.Array  # [N] undiscounted return so far
     episode_length: jax.Array  # [N] steps so far
     mask: jax.Array | None = None  # [N, A] bool legal actions at the current obs (masked envs)
+    pool: ResetPool | None = None  # reset states drawn ahead (`reset: optimistic` only)
 
 
 class EnvStep(NamedTuple):
@@ -81,9 +83,8 @@ class StepRandomness(NamedTuple):
     randomness `gymnax.Environment.step` would draw (per env: split the key into a step key
     and a reset key, reset with the latter), so results match gymnax step for step.
 
-    Envs whose reset is a physics computation (Brax: `expensive_reset`) get only the reset keys;
-    `step_with` then resets all N envs inside a `lax.cond` on the steps where one ended,
-    instead of T x N reset states per rollout.
+    The other reset strategies (`resets.py`: `cond`, `optimistic`) get only the reset keys,
+    and `optimistic` K more keys per step for its fresh draws, instead of T x N reset states.
     """
 
     step_key: jax.Array  # [T, N] keys for `step_env`
@@ -91,6 +92,7 @@ class StepRandomness(NamedTuple):
     reset_obs: jax.Array | None  # [T, N, *obs_shape] the observation an autoreset would give
     reset_state: Any  # env state, leaves [T, N, ...]; None for lazy resets
     reset_mask: jax.Array | None = None  # [T, N, A] the reset state's action mask
+    fresh_key: jax.Array | None = None  # [T, K] keys of `optimistic`'s fresh draws
 
 
 class VecEnv:
@@ -98,12 +100,14 @@ class VecEnv:
 
     `VecEnv(env_id, num_envs)` builds the env from its id; `env=` (and `env_params=`) take an
     environment instance instead, `env_id` then only names it. `obs_field` picks the field of a
-    dict/NamedTuple observation, `max_episode_steps` adds a time limit."""
+    dict/NamedTuple observation, `max_episode_steps` adds a time limit, `reset` and
+    `reset_batch` pick how ended episodes get new initial states (`resets.py`)."""
 
     def __init__(self, env_id: str, num_envs: int, *, env: Any = None, env_params: Any = None,
                  env_kwargs: dict[str, Any] | None = None, obs_field: str | None = None,
                  max_episode_steps: int | None = None,
-                 params_overrides: dict[str, Any] | None = None):
+                 params_overrides: dict[str, Any] | None = None, reset: str = "auto",
+                 reset_batch: int | None = None):
         self.env_id = env_id
         self.num_envs = num_envs
         if isinstance(env, type):
@@ -122,7 +126,12 @@ class VecEnv:
         self.obs_field = obs_field or getattr(env, "default_obs_field", None)
         label = f"environment {env_id!r}"
         self.info: EnvInfo = inspect_env(env, env_params, label, self.obs_field)
-        self.lazy_reset = bool(getattr(env, "expensive_reset", False))
+        if reset not in RESETS:
+            raise ConfigError(f"config key 'reset': got {reset!r}; use one of {list(RESETS)}")
+        expensive = bool(getattr(env, "expensive_reset", False))
+        self.reset_mode = (("optimistic" if expensive else "predrawn") if reset == "auto"
+                           else reset)
+        self.reset_batch = min(num_envs, reset_batch or default_reset_batch(num_envs))
         limits = [x for x in (max_episode_steps, own_time_limit(env, env_id)) if x is not None]
         self.max_episode_steps: int | None = min(limits) if limits else None
         self.obs_shape: tuple[int, ...] = self.info.obs_shape
@@ -145,6 +154,11 @@ class VecEnv:
             self.action_low = jnp.asarray(spec.low)
             self.action_high = jnp.asarray(spec.high)
 
+    @property
+    def lazy_reset(self) -> bool:
+        """No T x N reset states are drawn ahead: resets happen inside the step."""
+        return self.reset_mode != "predrawn"
+
     @classmethod
     def from_config(cls, config: Any, num_envs: int, env: Any = None,
                     env_params: Any = None) -> VecEnv:
@@ -152,7 +166,8 @@ class VecEnv:
         return cls(config.env_id, num_envs, env=env, env_params=env_params,
                    env_kwargs=config.env_kwargs, obs_field=config.obs_field,
                    max_episode_steps=config.max_episode_steps,
-                   params_overrides=config.env_params)
+                   params_overrides=config.env_params, reset=config.reset,
+                   reset_batch=config.reset_batch)
 
     # ---- one env's raw API, read through the protocol --------------------------------------
     def _read(self, raw_obs, state) -> tuple[jax.Array, jax.Array | None]:
@@ -183,17 +198,33 @@ class VecEnv:
 
     # ---- batched ---------------------------------------------------------------------------
     def reset(self, key: jax.Array) -> tuple[jax.Array, EnvState]:
+        pool_key = None
+        if self.reset_mode == "optimistic":  # keys of its own for a full pool to start from
+            key, pool_key = jax.random.split(key)
         keys = jax.random.split(key, self.num_envs)
         obs, inner, mask = jax.vmap(self._reset_one)(keys)
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         chex.assert_shape(obs, (self.num_envs, *self.obs_shape))
-        return obs, EnvState(inner, zeros, jnp.zeros((self.num_envs,), jnp.int32), mask)
+        pool = None
+        if pool_key is not None:
+            k = self.reset_batch
+            pool = ResetPool(*jax.vmap(self._reset_one)(jax.random.split(pool_key, k)),
+                             jnp.ones((k,), bool))
+        return obs, EnvState(inner, zeros, jnp.zeros((self.num_envs,), jnp.int32), mask, pool)
 
     def draw_randomness(self, key: jax.Array, num_steps: int) -> StepRandomness:
-        """Randomness for `num_steps` calls of `step_with`: env keys as `split(key, (T, N))`."""
+        """Randomness for `num_steps` calls of `step_with`: env keys as `split(key, (T, N))`
+        (under `optimistic`, of the first half of `split(key)`; the fresh draws', of the second:
+        keys derived by `fold_in` could equal a split's, and a key split two ways repeats)."""
+        fresh_key = None
+        if self.reset_mode == "optimistic":
+            key, fresh_root = jax.random.split(key)
+            fresh_key = jax.random.split(fresh_root, (num_steps, self.reset_batch))
         env_keys = jax.random.split(key, (num_steps, self.num_envs))
         split = jax.vmap(jax.vmap(jax.random.split))(env_keys)  # [T, N, 2]
         step_key, reset_key = split[:, :, 0], split[:, :, 1]
+        if fresh_key is not None:
+            return StepRandomness(step_key, reset_key, None, None, fresh_key=fresh_key)
         if self.lazy_reset:
             return StepRandomness(step_key, reset_key, None, None)
         obs, state, mask = jax.vmap(jax.vmap(self._reset_one))(reset_key)
@@ -224,11 +255,16 @@ class VecEnv:
         done = terminated | truncated
 
         reset_obs, reset_state, reset_mask = rand.reset_obs, rand.reset_state, rand.reset_mask
-        if self.lazy_reset:
-            reset_all = jax.vmap(self._reset_one)
+        pool = state.pool
+        reset_all = jax.vmap(self._reset_one)
+        stepped = (final_obs, inner_st, mask_st)  # the structure of a reset, where none is used
+        if self.reset_mode == "cond":
             reset_obs, reset_state, reset_mask = jax.lax.cond(
-                jnp.any(done), lambda: reset_all(rand.reset_key),
-                lambda: (final_obs, inner_st, mask_st))
+                jnp.any(done), lambda: reset_all(rand.reset_key), lambda: stepped)
+        elif self.reset_mode == "optimistic":
+            (reset_obs, reset_state, reset_mask), pool = hand_out(
+                state.pool, reset_all(rand.fresh_key), done,
+                lambda: reset_all(rand.reset_key), stepped)
 
         def pick(reset_leaf, step_leaf):
             where = done.reshape(done.shape + (1,) * (step_leaf.ndim - 1))
@@ -238,7 +274,7 @@ class VecEnv:
         obs = pick(reset_obs, final_obs)
         mask = None if mask_st is None else pick(reset_mask, mask_st)
         new_state = EnvState(inner, jnp.where(done, 0.0, ep_return),
-                             jnp.where(done, 0, ep_length), mask)
+                             jnp.where(done, 0, ep_length), mask, pool)
         step = EnvStep(obs, final_obs, reward, terminated, done, ep_return, ep_length, metrics)
         chex.assert_shape([step.obs, step.final_obs], (self.num_envs, *self.obs_shape))
         chex.assert_shape([step.reward, step.terminated, step.done], (self.num_envs,))
