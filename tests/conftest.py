@@ -1,4 +1,5 @@
 import functools
+import os
 
 import jax
 import pytest
@@ -103,3 +104,15 @@ def run_cli(capsys, argv):
     except SystemExit as e:  # argparse's own errors
         code = e.code
     return code, capsys.readouterr().err.strip().splitlines()
+
+
+def assert_sweep_refused(capsys, tmp_path, argv, culprits):
+    """`jaxppo sweep *argv` is refused in one line naming every culprit, exit 2, and writes
+    no run directory."""
+    code, err = run_cli(capsys, ["sweep", *argv, "--logdir", str(tmp_path / "runs"),
+                                 "--no-progress"])
+    assert code == 2, err
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    for c in culprits:
+        assert c in err[0], (c, err[0])
+    assert not os.path.exists(tmp_path / "runs")
