@@ -447,7 +447,17 @@ def cmd_eval(args) -> int:
                    out=out)
     mode = "deterministic" if args.deterministic else "stochastic"
     done = res.completed  # an episode cut off at the step cap has no return, only a sum
-    if res.returns.shape[0] > 1:
+    agent = 0 if args.agent is None else args.agent
+    if args.agent is not None:  # one agent of a sweep (a PBT member, a row's `runs` entry)
+        if not 0 <= args.agent < res.returns.shape[0]:
+            raise UsageError(f"--agent {args.agent}: this run has agents 0.."
+                             f"{res.returns.shape[0] - 1} (a sweep row's runs, a PBT member)")
+        one = slice(agent, agent + 1)
+        res = res._replace(returns=res.returns[one], lengths=res.lengths[one],
+                           cut_off=None if res.cut_off is None else res.cut_off[one])
+        done = res.completed
+        print(f"agent {agent}:", end=" ")
+    elif res.returns.shape[0] > 1:
         for r, ret in enumerate(res.returns):
             print(f"seed {r}: {_eval_return(ret, done[r], per_seed=True)}")
     print(f"{res.env_id} ({mode}, update {res.update}): return "
@@ -460,7 +470,7 @@ def cmd_eval(args) -> int:
     for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
         if not path:
             continue
-        policy = load_policy(args.run_dir, 0)
+        policy = load_policy(args.run_dir, agent)
         try:
             length = render(policy.config, policy.train_state, jax.random.key(args.seed), path,
                             args.deterministic)
@@ -641,6 +651,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--html", metavar="PATH",
                    help="write one episode as Brax's interactive 3D viewer (Brax envs only)")
     e.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0)")
+    e.add_argument("--agent", type=int, default=None, metavar="M",
+                   help="only agent M of a multi-seed run or sweep (a row's runs, a PBT member); "
+                        "its return, and its GIF/HTML (default: every agent, GIF of agent 0)")
     e.add_argument("--no-json", dest="json", action="store_false",
                    help="do not write RUN_DIR/eval.json (per-seed returns)")
     e.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,

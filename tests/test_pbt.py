@@ -16,6 +16,7 @@ import pytest
 from conftest import assert_sweep_refused, run_cli
 
 from jaxppo import ConfigError, load_checkpoint, load_config, load_policy
+from jaxppo.cli import main
 from jaxppo.config import parse_overrides
 from jaxppo.keys import to_host
 from jaxppo.rollout import EnvCarry
@@ -231,8 +232,16 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
     policy = load_policy(run, seed=best)
     np.testing.assert_array_equal(jax.tree.leaves(policy.train_state.params)[0],
                                   jax.tree.leaves(ckpt.train_state.params)[0][best])
-    code, err = run_cli(capsys, ["eval", str(run), "--episodes", "2", "--no-json"])
-    assert code == 0, err
+    capsys.readouterr()
+    assert main(["eval", str(run), "--episodes", "2", "--no-json"]) == 0
+    every = capsys.readouterr().out.splitlines()
+    assert main(["eval", str(run), "--episodes", "2", "--no-json", "--agent", str(best)]) == 0
+    alone = capsys.readouterr().out.splitlines()
+    # `--agent M`: member M's episodes, the same as its line among every member's
+    assert alone[0].startswith(f"agent {best}: ") and (
+        f"return {every[best].split(': ', 1)[1]} over 2 episodes" in alone[0]), (alone, every)
+    code, err = run_cli(capsys, ["eval", str(run), "--episodes", "2", "--agent", "4"])
+    assert code == 2 and len(err) == 1 and "--agent 4" in err[0] and "0..3" in err[0], err
 
     # stopped between two PBT steps (the window half full), then resumed: the same run
     config = _config()
