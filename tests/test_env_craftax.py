@@ -36,7 +36,9 @@ def classic():
     """A VecEnv with a 12-step limit, Craftax's own env and params, a first state, and one
     compiled function (compiling Craftax takes most of this file's time) that steps both from
     the same state, keys and actions, and resets Craftax's env with the VecEnv's reset keys."""
-    venv = VecEnv(ID, N, env_kwargs={"max_timesteps": LIMIT})
+    # reset: cond resets an ended env from its own reset key, as Craftax's env would (the
+    # default for this suite, optimistic, hands out pooled draws: tests/test_resets.py)
+    venv = VecEnv(ID, N, env_kwargs={"max_timesteps": LIMIT}, reset="cond")
     own = make_craftax_env_from_name(CLASSIC, auto_reset=False)
     params = own.default_params.replace(max_timesteps=LIMIT)
     assert venv.params == params

@@ -28,7 +28,10 @@ RANDOM_RETURN_200 = 114.0
 @functools.cache
 def _venv() -> VecEnv:
     """One VecEnv (and so one compiled step) for the equality, truncation and termination tests."""
-    return VecEnv(CARTPOLE, N, env_kwargs={"config_overrides": {"episode_length": LIMIT}})
+    # reset: cond resets an ended env from its own reset key, as Playground would (the default
+    # for this suite, optimistic, hands out pooled draws: tests/test_resets.py)
+    return VecEnv(CARTPOLE, N, env_kwargs={"config_overrides": {"episode_length": LIMIT}},
+                  reset="cond")
 
 
 @functools.cache
