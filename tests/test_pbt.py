@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import assert_sweep_refused, run_cli
 
-from jaxppo import ConfigError, load_checkpoint, load_config, load_policy
+from jaxppo import ConfigError, UsageError, load_checkpoint, load_config, load_policy
 from jaxppo.cli import main
 from jaxppo.config import parse_overrides
 from jaxppo.keys import to_host
@@ -272,3 +272,18 @@ def test_chunks_end_on_every_pbt_update():
     assert [u for u in range(9) if pbt.due(u)] == []  # 8 updates: none before the end
     pbt.interval = 2
     assert [u for u in range(9) if pbt.due(u)] == [2, 4, 6]
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe garbage\n", b"x,1,2\n"], ids=["bytes", "row"])
+def test_a_damaged_pbt_log_on_resume_is_one_line_and_left_as_it_is(tmp_path, damage):
+    settings = [{"lr": 1e-3, "ent_coef": 0.01, "clip_eps": 0.2}] * 2
+    pbt = PBTController(_config(), parse_space(SPACE_ARGS), settings, interval=2)
+    pbt.start(str(tmp_path), 0, None)  # a fresh run's files
+    saved = pbt.state()
+    with open(tmp_path / "pbt.csv", "ab") as f:
+        f.write(damage)
+    before = (tmp_path / "pbt.csv").read_bytes()
+    with pytest.raises(UsageError, match="pbt.csv' is damaged.*move it aside"):
+        PBTController(_config(), parse_space(SPACE_ARGS), settings, interval=2).start(
+            str(tmp_path), 4, saved)
+    assert (tmp_path / "pbt.csv").read_bytes() == before  # nothing rewritten

@@ -210,8 +210,13 @@ class PBTController:
         path = os.path.join(self.run_dir, name)
         rows = []
         if not fresh and os.path.isfile(path):
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = [r for r in list(csv.reader(f))[1:] if r and int(r[0]) <= start_update]
+            try:  # read whole before anything is written: a damaged file stays as it is
+                with open(path, newline="", encoding="utf-8") as f:
+                    rows = [r for r in list(csv.reader(f))[1:] if r and int(r[0]) <= start_update]
+            except (OSError, UnicodeDecodeError, ValueError, csv.Error) as e:
+                raise UsageError(f"'{path}' is damaged ({type(e).__name__}: {e}); restore it, or "
+                                 f"move it aside to continue without its rows, then resume "
+                                 "again") from None
         with open(path, "w", newline="", encoding="utf-8") as f:
             csv.writer(f).writerows([header, *rows])
 
