@@ -9,15 +9,19 @@ Sections: `seeds` (SPS and compile time vs vmapped seeds), `envs` (SPS vs num_en
 `split` (one update: rollout vs learning), `logging` (live progress in chunks vs one scan),
 `dtype` (bf16 vs f32), `memory` (peak host RSS vs rollout size and vs number of updates),
 `resets` (costly resets: 4 vmapped seeds x 16 envs vs one agent of 64 envs, `reset: cond` vs
-`optimistic`, on Craftax-Classic and Brax; not in the default set: it needs those suites).
+`optimistic`, on Craftax-Classic and Brax; not in the default set: it needs those suites),
+`purejaxrl` (jaxppo's `make_train` against PureJaxRL's `ppo.py` on the same config, each run in a
+fresh process, the two interleaved; not in the default set: it needs a PureJaxRL checkout).
 
     python scripts/benchmark.py --only resets --reset-updates 8
+    python scripts/benchmark.py --only purejaxrl --purejaxrl PATH --pjr-seeds 1,32 --repeats 5
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -28,7 +32,7 @@ import jax
 import numpy as np
 
 from jaxppo import Experiment, PPOConfig, load_config, make_train
-from jaxppo._xla import compiler_options
+from jaxppo._xla import FLAG, compiler_options
 from jaxppo.machine import describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -190,6 +194,74 @@ def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int
                  rows)
 
 
+def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None) -> dict:
+    """One fresh-process run (`--child`): compile, then one timed run; what the parent reads."""
+    cfg = load_config(config)
+    keys = jax.random.split(jax.random.key(0), seeds)
+    if system == "purejaxrl":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from gpu_suite import load_purejaxrl, purejaxrl_config
+
+        fn = load_purejaxrl(purejaxrl)(purejaxrl_config(cfg))
+    else:
+        fn = make_train(cfg)
+    t0 = time.perf_counter()
+    compiled = jax.jit(jax.vmap(fn)).lower(keys).compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    jax.block_until_ready(compiled(keys))
+    run_s = time.perf_counter() - t0
+    return {"compile_s": compile_s, "run_s": run_s, "sps": seeds * cfg.env_steps / run_s,
+            "flag": FLAG in os.environ.get("XLA_FLAGS", "")}
+
+
+PJR_SYSTEMS = {
+    "jaxppo": ("jaxppo make_train", {}),
+    "purejaxrl": ("PureJaxRL ppo.py, scheduler flag off (as its users run it)",
+                  {"JAXPPO_KEEP_XLA_FLAGS": "1", "XLA_FLAGS": ""}),
+    "purejaxrl-flag": ("PureJaxRL ppo.py, jaxppo's scheduler flag on", {}),
+}
+
+
+def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: int,
+                    timeout: float) -> str:
+    """jaxppo vs PureJaxRL on one config: every run a fresh process, the systems interleaved
+    within each repeat (a busy machine slows all alike), medians; a run that gives no result
+    within `timeout` seconds is reported as hung, not dropped."""
+    if not path:
+        raise SystemExit("--only purejaxrl needs --purejaxrl PATH (a PureJaxRL checkout)")
+    cfg = load_config(config)
+    results: dict = {(s, n): [] for s in PJR_SYSTEMS for n in seeds}
+    for _ in range(repeats):
+        for n in seeds:
+            for system, (_, env) in PJR_SYSTEMS.items():
+                cmd = [sys.executable, os.path.abspath(__file__), "--child", system,
+                       "--config", config, "--child-seeds", str(n), "--purejaxrl", path]
+                try:
+                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                         env={**os.environ, **env}, check=True)
+                    results[(system, n)].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                except subprocess.TimeoutExpired:
+                    results[(system, n)].append(None)
+                print(f"# {system} {n} seed(s): {results[(system, n)][-1]}", file=sys.stderr,
+                      flush=True)
+    rows = []
+    for n in seeds:
+        base = None
+        for system, (label, _) in PJR_SYSTEMS.items():
+            done = [r for r in results[(system, n)] if r is not None]
+            hung = len(results[(system, n)]) - len(done)
+            sps = float(np.median([r["sps"] for r in done])) if done else None
+            base = sps if system == "jaxppo" else base
+            rows.append([n, label, f"{np.median([r['compile_s'] for r in done]):.1f}" if done
+                         else "-", f"{sps:,.0f}" if sps else "-",
+                         f"{base / sps:.2f}x" if sps and base and system != "jaxppo" else "-",
+                         f"{hung}/{len(results[(system, n)])}"])
+    return table(f"jaxppo vs PureJaxRL ({cfg.env_id}, {cfg.env_steps:,} steps per seed, fresh "
+                 f"processes interleaved, median of {repeats})",
+                 ["seeds", "system", "compile s", "SPS", "jaxppo / it", "hung"], rows)
+
+
 def _peak_rss_child(code: str) -> float:
     """Peak RSS (MiB) of a fresh interpreter running `code`."""
     out = subprocess.run([sys.executable, "-c", code + "\nimport resource;"
@@ -226,7 +298,17 @@ def main() -> None:
     p.add_argument("--reset-updates", type=int, default=8, help="updates per run (resets)")
     p.add_argument("--reset-steps", type=int, default=None,
                    help="num_steps for the resets section (default: each config's)")
+    p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
+    p.add_argument("--pjr-seeds", default="1,32", help="seed counts for the purejaxrl section")
+    p.add_argument("--pjr-timeout", type=float, default=600.0,
+                   help="seconds before a purejaxrl-section run counts as hung")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child-seeds", type=int, default=1, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.child:
+        print(json.dumps(_child_run(args.child.split("-")[0], args.config, args.child_seeds,
+                                    args.purejaxrl)))
+        return
     cfg = load_config(args.config)
     only = set(args.only.split(","))
     if args.quick:
@@ -247,6 +329,9 @@ def main() -> None:
         "resets": lambda: bench_resets(args.reset_configs.split(","),
                                        1 if args.quick else args.reset_updates, repeats,
                                        num_steps=8 if args.quick else args.reset_steps),
+        "purejaxrl": lambda: bench_purejaxrl(args.config, args.purejaxrl,
+                                             [int(n) for n in args.pjr_seeds.split(",")],
+                                             repeats, args.pjr_timeout),
     }
     for name, fn in sections.items():
         if name in only and not (args.quick and name == "memory"):
