@@ -193,7 +193,9 @@ def test_unknown_task_kwarg_and_num_envs_are_one_line():
                                                          "mean 'episodic_life'"),
         (("Breakout-v5", 2, {"seed": 1}), "'seed' is set by jaxppo"),
         (("Breakout-v5", 2, {"noop_max": 0}), "noop_max .* must be an integer >= 1"),
+        (("Breakout-v5", 2, {"task": "pong"}), "'task' is set by jaxppo"),
         (("Breakout-v5", 0, {}), "'num_envs': EnvPool needs at least one"),
+        (("Breakout-v5", 1, {"mode": 99}), "refused: Invalid game mode requested"),
         (("HalfCheetah-v4", 1, {"xml_file": "nope.xml"}), "cannot open a file it needs"),
         (("CheetahRun-v1", 1, {}), "Dict observation space"),
     ]
@@ -210,10 +212,12 @@ def test_unknown_task_kwarg_and_num_envs_are_one_line():
 
 
 def test_settings_envpool_dies_on_are_refused_before_it_sees_them():
-    """`noop_max: 0` aborts the interpreter inside EnvPool's C++ (no Python exception)."""
-    code = ("import envpool; envpool.make('Breakout-v5', env_type='gymnasium', num_envs=1, "
-            "noop_max=0).reset()")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode != 0
+    """`noop_max: 0` aborts the interpreter inside EnvPool's C++, and an Atari `task` without
+    a ROM exits it (no Python exception either time)."""
+    for setting in ("noop_max=0", "task='zzz'"):
+        code = ("import envpool; envpool.make('Breakout-v5', env_type='gymnasium', num_envs=1, "
+                f"{setting}).reset()")
+        assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode != 0
 
 
 @pytest.mark.parametrize("error,match", [(ImportError("No module named 'envpool'"),

@@ -58,9 +58,9 @@ ATARI_EVALUATION = {"episodic_life": False, "reward_clip": False}
 """How a score is measured: whole games, the game's own points (overrides env_kwargs)."""
 
 OWNED = ("num_envs", "batch_size", "seed", "env_seed", "gym_reset_return_info", "base_path",
-         "max_num_players")
+         "max_num_players", "task")
 """EnvPool settings jaxppo sets itself: the pool is synchronous, one env per slot, seeded from
-the run's seed."""
+the run's seed; the env id names the task (an Atari `task` without a ROM exits the process)."""
 
 _AT_LEAST = {"num_threads": 0, "thread_affinity_offset": -1, "max_episode_steps": 1,
              "stack_num": 1, "frame_skip": 1, "noop_max": 1, "img_height": 1, "img_width": 1,
@@ -134,7 +134,8 @@ def _options(envpool: ModuleType, task: str, kwargs: dict[str, Any], evaluation:
         if key in OWNED:
             raise ConfigError(f"config key 'env_kwargs': {key!r} is set by jaxppo for "
                               f"{env_id!r} (num_envs and the seed come from the config and the "
-                              "run's seed; the pool is synchronous); remove it")
+                              "run's seed, the task from env_id; the pool is synchronous); "
+                              "remove it")
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
