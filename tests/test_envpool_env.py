@@ -238,3 +238,15 @@ def test_missing_extra_or_assets_is_one_line(monkeypatch, error, match):
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match=match):
         check_env_id("envpool/Breakout-v5")
+
+
+def test_box_actions_are_clipped_to_the_space_as_in_training():
+    """EnvPool's MuJoCo clips the torques but charges its control cost on the action as given
+    (HalfCheetah: reward -14 for 5.0 where 1.0 earns 0.4): the source clips, as `VecEnv` does
+    for JAX envs and CleanRL's ClipAction wrapper for Gymnasium's."""
+    rewards = []
+    for value in (1.0, 5.0):
+        source = E.make_source("HalfCheetah-v4", 1, {}, False)
+        source.reset(0)
+        rewards.append(source.step(np.full((1, 6), value, np.float32)).reward[0])
+    assert rewards[0] == rewards[1]

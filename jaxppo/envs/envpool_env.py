@@ -22,7 +22,8 @@ its `info["terminated"]` (the game, all lives) or the time limit. `evaluation=Tr
 off. Frames go to the learner as uint8 (H, W, C): EnvPool's (C, H, W) stack, transposed.
 
 MuJoCo tasks give float64 observations (passed on as float32) and take float64 actions (cast
-here); EnvPool truncates at the task's time limit (1,000 steps), which bootstraps.
+here, and clipped to the space: EnvPool clips the torques but charges its control cost on the
+action as given); EnvPool truncates at the task's time limit (1,000 steps), which bootstraps.
 
 `env_kwargs` go to `envpool.make` (its config fields: `episodic_life`, `reward_clip`,
 `stack_num`, `num_threads`, `max_episode_steps`, ...); jaxppo owns `num_envs` and the seeds.
@@ -212,9 +213,11 @@ class EnvPoolSource:
                     obs_space.low, obs_space.high, obs_space.shape, dtype)
         act = self._pool.action_space
         self._act_dtype = act.dtype
+        self._bounds = None
         if isinstance(act, gymnasium.spaces.Discrete):
             self.action_space = gymnasium.spaces.Discrete(int(act.n))
         else:
+            self._bounds = (act.low, act.high)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self.action_space = gymnasium.spaces.Box(act.low, act.high, act.shape,
@@ -285,6 +288,8 @@ class EnvPoolSource:
         shape = (self.num_envs, *self.action_space.shape)
         if action.shape != shape:
             raise ValueError(f"{self.env_id}: actions of shape {action.shape}, expected {shape}")
+        if self._bounds is not None:  # EnvPool's MuJoCo charges its control cost unclipped
+            action = np.clip(action, *self._bounds)
         return action.astype(self._act_dtype)
 
     def _obs(self, obs: np.ndarray) -> np.ndarray:
