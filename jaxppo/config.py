@@ -117,7 +117,8 @@ class PPOConfig:
     torso: str = "mlp"
     """What reads the observation before the hidden layers: `mlp` (flattened input), `cnn`
     (MinAtar's: 16 filters 3x3, for small (H, W, C) grids) or `nature_cnn` (DQN's 32-64-64
-    stack and a 512 layer, for larger images). Actor and critic each have their own."""
+    stack and a 512 layer, for larger images; it reads uint8 as pixels, scaled to [0, 1]).
+    Actor and critic each have their own."""
     activation: str = "tanh"
     """Hidden activation: one of tanh, relu, gelu, silu, elu."""
     compute_dtype: str = "float32"

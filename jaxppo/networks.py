@@ -129,6 +129,10 @@ CONV_STACKS: dict[str, tuple[tuple[int, int, int], ...]] = {
 }
 """Per torso, its conv layers as (filters, kernel, stride), VALID padding, then the flatten."""
 _TORSO_HIDDEN = {"nature_cnn": (512,)}  # a dense layer the stack itself ends with
+_PIXEL_TORSOS = ("nature_cnn",)
+"""Torsos that read uint8 input as 0-255 pixels and scale it to [0, 1] (DQN's and CleanRL's
+Atari convention). Other torsos take uint8 as numbers: xminigrid's and navix's symbolic grids
+are small uint8 tile ids."""
 
 
 def head_distribution(net, out: jax.Array, mask: jax.Array | None) -> Policy:
@@ -150,11 +154,14 @@ class MLP(nn.Module):
     activation: str = "tanh"
     dtype: jnp.dtype = jnp.float32
     conv: tuple[tuple[int, int, int], ...] = ()
+    pixels: bool = False  # uint8 input is 0-255 pixels: scale it to [0, 1]
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = _ACTIVATIONS[self.activation]
+        scale = self.pixels and x.dtype == jnp.uint8
         x = x.astype(self.dtype)  # uint8/bool images become numbers only here
+        x = x / 255.0 if scale else x
         if self.conv:
             lead = x.shape[:-3]
             x = x.reshape((-1, *x.shape[-3:]))
@@ -191,7 +198,7 @@ class ActorCritic(nn.Module):
     def setup(self):
         hidden = (*_TORSO_HIDDEN.get(self.torso, ()), *self.hidden_sizes)
         kw = dict(hidden_sizes=hidden, activation=self.activation, dtype=self.dtype,
-                  conv=CONV_STACKS[self.torso])
+                  conv=CONV_STACKS[self.torso], pixels=self.torso in _PIXEL_TORSOS)
         self.actor = MLP(out_dim=self.action_dim, out_gain=0.01, **kw)
         self.critic = MLP(out_dim=1, out_gain=1.0, **kw)
         if not self.discrete:
@@ -243,7 +250,8 @@ class RecurrentActorCritic(nn.Module):
         hidden = (*_TORSO_HIDDEN.get(self.torso, ()), *self.hidden_sizes[:-1])
         self.encoder = MLP(hidden_sizes=hidden, out_dim=self.hidden_sizes[-1],
                            out_gain=float(np.sqrt(2)), activation=self.activation,
-                           dtype=self.dtype, conv=CONV_STACKS[self.torso])
+                           dtype=self.dtype, conv=CONV_STACKS[self.torso],
+                           pixels=self.torso in _PIXEL_TORSOS)
         cell_cls = nn.GRUCell if self.cell == "gru" else nn.OptimizedLSTMCell
         self.rnn = cell_cls(features=self.rnn_size, param_dtype=jnp.float32)
         kw = dict(hidden_sizes=(self.hidden_sizes[-1],), activation=self.activation,

@@ -110,7 +110,8 @@ class Policy(NamedTuple):
             raise UsageError(f"{self.config.env_id} has continuous actions, which an action "
                              "mask cannot restrict; call act(obs) without mask=")
         obs_shape = env.obs_shape
-        obs = jnp.asarray(obs, jnp.float32)
+        # uint8 frames stay uint8: the network scales them to [0, 1] as in training
+        obs = jnp.asarray(obs, jnp.uint8 if env.obs_dtype == jnp.uint8 else jnp.float32)
         single = obs.shape == obs_shape
         if not single and obs.shape[1:] != obs_shape:
             raise UsageError(f"observation of shape {obs.shape}: {self.config.env_id} takes "

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from jaxppo import PPOConfig
-from jaxppo.envs import VecEnv
+from jaxppo.envs import Box, VecEnv
+from jaxppo.envs.probes import ProbeState, _Probe
 from jaxppo.networks import Categorical, DiagGaussian, init_params, make_network
 
 
@@ -108,3 +109,75 @@ def test_cnn_torso_trains_through_make_train():
     out = jax.jit(make_train(cfg))(jax.random.key(0))
     assert out.metrics["policy_loss"].shape == (2,)
     assert np.isfinite(out.metrics["value_loss"]).all()
+
+
+class _Pixels(_Probe):
+    """36x36x2 uint8 frames (the smallest the Nature CNN takes), as EnvPool's Atari gives
+    84x84x4 ones: the network must see them in [0, 1]."""
+
+    num_actions_ = 4
+
+    def reset_env(self, key, params):
+        s = ProbeState(obs=jnp.float32(0.0), time=0)
+        return self.get_obs(s, key=key), s
+
+    def step_env(self, key, state, action, params):
+        return self._out(state.replace(time=state.time + 1), 0.0, True)
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.full((36, 36, 2), 200, jnp.uint8)
+
+    def observation_space(self, params):
+        return Box(0, 255, (36, 36, 2), jnp.uint8)
+
+
+class _Ids(_Pixels):
+    def get_obs(self, state, params=None, key=None):
+        return jnp.zeros((7, 7, 2), jnp.uint8)
+
+    def observation_space(self, params):
+        return Box(0, 255, (7, 7, 2), jnp.uint8)
+
+
+def test_nature_cnn_reads_uint8_as_pixels_in_0_1_and_other_inputs_as_they_are():
+    """DQN/CleanRL divide 0-255 pixels by 255; jaxppo does it in the Nature CNN torso, so the
+    rollout keeps uint8 frames (4x less memory). Bool grids (MinAtar), float inputs and uint8
+    under other torsos (xminigrid's and navix's tile ids) are unchanged."""
+    cfg = PPOConfig(env_id="custom/pixels", torso="nature_cnn", hidden_sizes=(8,))
+    env = VecEnv.from_config(cfg, 1, _Pixels())
+    assert env.obs_dtype == jnp.uint8
+    net = make_network(cfg, env)
+    params = init_params(net, jax.random.key(0), env.obs_shape)
+    frames = jax.random.randint(jax.random.key(1), (3, 36, 36, 2), 0, 256).astype(jnp.uint8)
+    dist, value = net.apply(params, frames)
+    scaled_dist, scaled_value = net.apply(params, frames.astype(jnp.float32) / 255.0)
+    np.testing.assert_allclose(value, scaled_value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dist.logits, scaled_dist.logits, rtol=1e-5, atol=1e-6)
+    grids = jax.random.bernoulli(jax.random.key(2), 0.3, (3, 36, 36, 2))
+    np.testing.assert_allclose(net.apply(params, grids)[1],
+                               net.apply(params, grids.astype(jnp.float32))[1], rtol=1e-6)
+    floats = frames.astype(jnp.float32)  # a float image is taken as it is, not rescaled
+    assert not np.allclose(net.apply(params, floats)[1], value, atol=1e-3)
+    ids = jax.random.randint(jax.random.key(3), (3, 7, 7, 2), 0, 14).astype(jnp.uint8)
+    for torso in ("mlp", "cnn"):
+        grid_net = make_network(dataclasses.replace(cfg, torso=torso),
+                                VecEnv.from_config(cfg, 1, _Ids()))
+        grid_params = init_params(grid_net, jax.random.key(0), (7, 7, 2))
+        np.testing.assert_allclose(grid_net.apply(grid_params, ids)[1],
+                                   grid_net.apply(grid_params, ids.astype(jnp.float32))[1],
+                                   rtol=1e-6)
+
+
+def test_policy_act_on_uint8_frames_acts_as_in_training():
+    from jaxppo import make_train
+    from jaxppo.policy import Policy
+
+    cfg = PPOConfig(env_id="custom/pixels", torso="nature_cnn", hidden_sizes=(8,), num_envs=2,
+                    num_steps=4, num_minibatches=1, total_timesteps=8)
+    train = make_train(cfg, env=_Pixels())
+    ts = train.init(jax.random.key(0)).train_state
+    policy = Policy(cfg, ts, 0, 0, env=_Pixels())
+    net = make_network(cfg, train.env)
+    frames = jax.random.randint(jax.random.key(1), (64, 36, 36, 2), 0, 256).astype(jnp.uint8)
+    np.testing.assert_array_equal(policy.act(frames),
+                                  net.apply(ts.params, frames, method="policy").mode())

@@ -8,7 +8,8 @@
     custom/<anything>              a label for an environment instance handed to `make_train`
                                    or `Experiment` as `env=` (it names the run, builds nothing)
     brax/hopper, playground/CartpoleBalance, craftax/Craftax-Classic-Symbolic-v1,
-    jumanji/Snake-v1, navix/Navix-Empty-5x5-v0, xminigrid/MiniGrid-Empty-6x6
+    jumanji/Snake-v1, navix/Navix-Empty-5x5-v0, xminigrid/MiniGrid-Empty-6x6,
+    envpool/Breakout-v5             a host source's id (EnvPool: `envpool_env.make_source`)
                                    a suite's id, through that suite's adapter (an optional extra)
 
 Suites are looked up through their adapter module (`SOURCES`); each imports its package only
@@ -29,6 +30,7 @@ from typing import Any
 
 import jaxppo.envs.brax_env as brax_env
 import jaxppo.envs.craftax_env as craftax_env
+import jaxppo.envs.envpool_env as envpool_env
 import jaxppo.envs.gymnax_env as gymnax_env
 import jaxppo.envs.jumanji_env as jumanji_env
 import jaxppo.envs.navix_env as navix_env
@@ -37,7 +39,7 @@ import jaxppo.envs.xminigrid_env as xminigrid_env
 from jaxppo.errors import ConfigError
 
 SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (
-    brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env)}
+    brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env, envpool_env)}
 """Suite prefix (`brax/`) -> its adapter module (PREFIX, INSTALL_HINT, env_ids(), make())."""
 
 CUSTOM_PREFIX = "custom/"
