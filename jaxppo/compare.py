@@ -279,7 +279,7 @@ def versions(env_id: str = "CartPole-v1") -> str:
 
 
 def check_installed(env_id: str) -> None:
-    extra = {"minatar": ("minatar",), "atari": ("ale_py",)}.get(env_kind(env_id), ())
+    extra = {"minatar": ("minatar",), "atari": ("ale_py", "cv2")}.get(env_kind(env_id), ())
     for mod in ("torch", "stable_baselines3", "gymnasium", *extra):
         if importlib.util.find_spec(mod) is None:
             raise ConfigError(INSTALL_HINT)
