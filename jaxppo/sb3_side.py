@@ -29,6 +29,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
+from jaxppo.envs import make_env
 from jaxppo.networks import CONV_STACKS
 
 MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
@@ -75,9 +76,7 @@ class MinAtarEnv(gymnasium.Env):
 def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None:
     """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own `max_steps_in_episode`,
     or the config's `max_episode_steps` where that is shorter (jaxppo truncates at the min)."""
-    import gymnax
-
-    own = int(gymnax.make(env_id)[1].max_steps_in_episode)
+    own = int(make_env(env_id)[1].max_steps_in_episode)
     return min(own, max_episode_steps) if max_episode_steps else own
 
 
