@@ -1,6 +1,9 @@
 """`jaxppo compare`: jaxppo side by side with the PyTorch pipeline people use today,
 Stable-Baselines3 PPO on gymnasium envs in a `DummyVecEnv` (one process) and in a
-`SubprocVecEnv` (one process per env), on the same hyperparameters, on the same machine.
+`SubprocVecEnv` (one process per env), on the same hyperparameters, on the same machine: on
+gymnasium's classic control, MinAtar (the reference `minatar` package), Atari (ALE under SB3's
+Atari wrappers, against jaxppo's EnvPool source) and any `gymnasium/<id>` (`sb3_side.py` builds
+the SB3 side: its envs, and a torch network with jaxppo's shapes).
 
 Every (system, repeat) runs in a fresh child process, interleaved (repeat 1 of every system,
 then repeat 2, ...), so slow drift of the machine hits all systems alike and no system inherits

@@ -186,8 +186,11 @@ def test_minatar_env_steps_as_the_reference_does():
 def test_minatar_env_has_gymnax_layout_and_time_limit():
     import gymnax
 
+    from jaxppo.compare import MINATAR_IDS
     from jaxppo.sb3_side import MINATAR_GAMES, MinAtarEnv, minatar_time_limit
 
+    assert set(MINATAR_GAMES) == set(MINATAR_IDS) == {
+        e for e in gymnax.registered_envs if e.endswith("-MinAtar")}
     for env_id, game in MINATAR_GAMES.items():
         genv, params = gymnax.make(env_id)
         gobs, _ = genv.reset(jax.random.key(0), params)
