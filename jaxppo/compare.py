@@ -303,9 +303,12 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     for k in range(repeats):
         for system in systems:
             echo(f"[{k + 1}/{repeats}] {label(system, config, seeds)} ...")
+            # SB3's side touches JAX only to read gymnax's MinAtar time limit: keep it off the
+            # accelerator (no GPU memory grabbed, no device start-up in its setup time).
+            child_env = {**env, "JAX_PLATFORMS": "cpu"} if system.startswith("sb3") else env
             proc = subprocess.run([sys.executable, "-m", "jaxppo.compare", system, payload,
                                    str(seeds), str(seed + k)], capture_output=True, text=True,
-                                  env=env)
+                                  env=child_env)
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
