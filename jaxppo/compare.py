@@ -1,6 +1,9 @@
 """`jaxppo compare`: jaxppo side by side with the PyTorch pipeline people use today,
 Stable-Baselines3 PPO on gymnasium envs in a `DummyVecEnv` (one process) and in a
-`SubprocVecEnv` (one process per env), on the same hyperparameters, on the same machine.
+`SubprocVecEnv` (one process per env), on the same hyperparameters, on the same machine: on
+gymnasium's classic control, MinAtar (the reference `minatar` package), Atari (ALE under SB3's
+Atari wrappers, against jaxppo's EnvPool source) and any `gymnasium/<id>` (`sb3_side.py` builds
+the SB3 side: its envs, and a torch network with jaxppo's shapes).
 
 Every (system, repeat) runs in a fresh child process, interleaved (repeat 1 of every system,
 then repeat 2, ...), so slow drift of the machine hits all systems alike and no system inherits
@@ -50,8 +53,35 @@ GYMNASIUM_IDS = {
 }
 """gymnax ids whose gymnasium twin has the same dynamics, spaces and time limit."""
 
+MINATAR_IDS = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar",
+               "SpaceInvaders-MinAtar")
+"""gymnax's MinAtar games; SB3 runs the reference `minatar` package (`sb3_side.MinAtarEnv`)."""
+
+ATARI_PREFIX = "envpool/"
+GYMNASIUM_PREFIX = "gymnasium/"
+TORSOS = {"classic": ("mlp",), "gymnasium": ("mlp",), "minatar": ("mlp", "cnn"),
+          "atari": ("nature_cnn",)}
+"""Per kind of env, the torsos whose twin the SB3 side builds (`sb3_side.policy_setup`)."""
+
 INSTALL_HINT = ("jaxppo compare needs the compare extra: pip install 'jaxppo[compare]' "
                 "(it pins torch==2.13.0, the local CPU build; an unpinned torch pulls GBs of CUDA)")
+
+
+def env_kind(env_id: str) -> str:
+    """Which SB3 twin `env_id` has: `classic` (gymnasium's classic control), `minatar` (the
+    reference MinAtar), `atari` (EnvPool Atari vs ALE under SB3's Atari wrappers) or
+    `gymnasium` (the same Gymnasium id on both sides); one line if none."""
+    if env_id in GYMNASIUM_IDS:
+        return "classic"
+    if env_id in MINATAR_IDS:
+        return "minatar"
+    if env_id.startswith(ATARI_PREFIX) and env_id.endswith("-v5"):
+        return "atari"
+    if env_id.startswith(GYMNASIUM_PREFIX) and len(env_id) > len(GYMNASIUM_PREFIX):
+        return "gymnasium"
+    raise ConfigError(f"config key 'env_id': jaxppo compare runs envs that gymnasium has too "
+                      f"({', '.join(GYMNASIUM_IDS)}), gymnax's MinAtar games, EnvPool's Atari "
+                      f"games (envpool/<Game>-v5) and gymnasium/<id>, not {env_id!r}")
 
 
 def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
@@ -62,16 +92,24 @@ def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
     return scale would pin the critic within `clip_eps` of its rollout values. So it is off on
     both sides.
     """
-    if config.env_id not in GYMNASIUM_IDS:
-        raise ConfigError(f"config key 'env_id': jaxppo compare runs envs that gymnasium has too "
-                          f"({', '.join(GYMNASIUM_IDS)}), not {config.env_id!r}")
+    kind = env_kind(config.env_id)
     default = PPOConfig()
-    differ = [k for k in ("network", "torso", "env_kwargs", "env_params", "obs_field",
-                          "max_episode_steps") if getattr(config, k) != getattr(default, k)]
+    fixed = ("network", "env_kwargs", "env_params", "obs_field")
+    if kind != "minatar":  # MinAtar's SB3 side takes jaxppo's time limit (sb3_side.py)
+        fixed += ("max_episode_steps",)
+    differ = [k for k in fixed if getattr(config, k) != getattr(default, k)]
     if differ:
-        raise ConfigError(f"config key '{differ[0]}': jaxppo compare runs SB3's MLP policy on the "
-                          f"stock gymnasium env, so {', '.join(differ)} would compare different "
-                          "things; use the defaults for a side-by-side run")
+        raise ConfigError(f"config key '{differ[0]}': jaxppo compare runs SB3's feedforward "
+                          f"policy on the stock gymnasium env, so {', '.join(differ)} would "
+                          "compare different things; use the defaults for a side-by-side run")
+    if config.torso not in TORSOS[kind]:
+        raise ConfigError(f"config key 'torso': jaxppo compare's SB3 side has no twin of torso "
+                          f"{config.torso!r} on {config.env_id}; use torso: "
+                          f"{' or '.join(TORSOS[kind])}")
+    if config.torso == "nature_cnn" and config.activation != "relu":
+        raise ConfigError(f"config key 'activation': SB3's NatureCNN ends in a relu layer, so "
+                          f"nature_cnn with {config.activation!r} would compare different "
+                          "networks; use activation: relu")
     notes = []
     if config.clip_vloss:
         config = dataclasses.replace(config, clip_vloss=False)
@@ -97,6 +135,8 @@ class AnnealedLR:
 def sb3_kwargs(config: PPOConfig) -> dict[str, Any]:
     """`PPOConfig` -> keyword arguments of `stable_baselines3.PPO` (torch is imported here)."""
     import torch
+
+    from jaxppo.sb3_side import policy_setup
 
     activations = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "gelu": torch.nn.GELU,
                    "silu": torch.nn.SiLU, "elu": torch.nn.ELU}
@@ -124,6 +164,7 @@ def sb3_kwargs(config: PPOConfig) -> dict[str, Any]:
             "ortho_init": True,  # gains sqrt(2) / 0.01 / 1, as jaxppo and CleanRL
             "log_std_init": 0.0,
             "optimizer_kwargs": {"eps": config.adam_eps},
+            **policy_setup(env_kind(config.env_id), config.torso)[1],
         },
         "device": "cpu",
         "verbose": 0,
@@ -133,16 +174,19 @@ def sb3_kwargs(config: PPOConfig) -> dict[str, Any]:
 def make_sb3(config: PPOConfig, subproc: bool, seed: int):
     """The SB3 model with its vectorised env (wrapped in VecNormalize where jaxppo normalizes)."""
     from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
+    from stable_baselines3.common.vec_env import VecNormalize
 
-    vec_cls = SubprocVecEnv if subproc else DummyVecEnv
-    env = make_vec_env(GYMNASIUM_IDS[config.env_id], n_envs=config.num_envs, seed=seed,
-                       vec_env_cls=vec_cls)
+    from jaxppo.sb3_side import make_vec, policy_setup
+
+    kind = env_kind(config.env_id)
+    gym_id = (GYMNASIUM_IDS.get(config.env_id) if kind == "classic"
+              else config.env_id.removeprefix(GYMNASIUM_PREFIX))
+    env = make_vec(kind, config.env_id, config.num_envs, subproc, seed,
+                   max_episode_steps=config.max_episode_steps, gym_id=gym_id)
     if config.normalize_obs or config.normalize_reward:
         env = VecNormalize(env, norm_obs=config.normalize_obs, norm_reward=config.normalize_reward,
                            gamma=config.gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8)
-    return PPO("MlpPolicy", env, seed=seed, **sb3_kwargs(config))
+    return PPO(policy_setup(kind, config.torso)[0], env, seed=seed, **sb3_kwargs(config))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,9 +270,10 @@ def label(system: str, config: PPOConfig, seeds: int) -> str:
     }[system]
 
 
-def versions() -> str:
+def versions(env_id: str = "CartPole-v1") -> str:
     out = []
-    for pkg in ("torch", "stable-baselines3", "gymnasium"):
+    extra = {"minatar": ("minatar",), "atari": ("ale-py",)}.get(env_kind(env_id), ())
+    for pkg in ("torch", "stable-baselines3", "gymnasium", *extra):
         try:
             out.append(f"{pkg} {version(pkg)}")
         except PackageNotFoundError:
@@ -236,8 +281,9 @@ def versions() -> str:
     return ", ".join(out)
 
 
-def check_installed() -> None:
-    for mod in ("torch", "stable_baselines3", "gymnasium"):
+def check_installed(env_id: str) -> None:
+    extra = {"minatar": ("minatar",), "atari": ("ale_py", "cv2")}.get(env_kind(env_id), ())
+    for mod in ("torch", "stable_baselines3", "gymnasium", *extra):
         if importlib.util.find_spec(mod) is None:
             raise ConfigError(INSTALL_HINT)
 
@@ -247,7 +293,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     """Run every system `repeats` times (interleaved, each in a child process); return one row
     per system with medians, and the notes on how the configs were made identical."""
     if any(s.startswith("sb3") for s in systems):
-        check_installed()
+        check_installed(config.env_id)
     config, notes = comparable_config(config)
     env = dict(os.environ)
     if not warm_cache:  # a cold compile is what a new user pays: count it
@@ -257,9 +303,12 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     for k in range(repeats):
         for system in systems:
             echo(f"[{k + 1}/{repeats}] {label(system, config, seeds)} ...")
+            # SB3's side touches JAX only to read gymnax's MinAtar time limit: keep it off the
+            # accelerator (no GPU memory grabbed, no device start-up in its setup time).
+            child_env = {**env, "JAX_PLATFORMS": "cpu"} if system.startswith("sb3") else env
             proc = subprocess.run([sys.executable, "-m", "jaxppo.compare", system, payload,
                                    str(seeds), str(seed + k)], capture_output=True, text=True,
-                                  env=env)
+                                  env=child_env)
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
@@ -347,7 +396,7 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
     add_ratios(rows)
     cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
     header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {repeats} "
-              f"interleaved repeat(s); {describe()}; {versions()}; jaxppo: {cache}")
+              f"interleaved repeat(s); {describe()}; {versions(config.env_id)}; jaxppo: {cache}")
     return write_outputs(out_dir, rows, same, notes, header)
 
 

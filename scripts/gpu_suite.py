@@ -16,6 +16,12 @@ its own (its peak device memory is its own). The device is named in both
 - `brax`: Brax ant and hopper throughput at 2048 and 8192 envs (where Brax is installed).
 - `precision`: bf16 vs f32 compute, and matmul precision `default` (TF32 on Ampere/Hopper) vs
   `highest`, on CartPole and MinAtar-Breakout: return and speed.
+- `atari`: EnvPool Breakout-v5 (`configs/atari_breakout.yaml`, CleanRL's settings) at 1e7 steps,
+  1 and 8 seeds, and EnvPool HalfCheetah-v4 (`configs/mujoco_halfcheetah.yaml`) at 1e6 steps;
+  rows say "skipped" where jaxppo has no envpool source or envpool is not installed.
+- `sb3`: `jaxppo compare` on MinAtar-Breakout with the CNN torso, 2e5 steps: jaxppo on the
+  device (1 seed and 16 vmapped seeds) vs SB3 PPO on the host's CPU cores (DummyVecEnv and
+  SubprocVecEnv), the same network and hyperparameters (the compare extra).
 - `purejaxrl`: PureJaxRL's `ppo.py` beside jaxppo on the same device (needs `--purejaxrl PATH`,
   a PureJaxRL checkout; run through a shim for gymnax 1.0, as in BENCHMARKS.md).
 
@@ -44,7 +50,8 @@ from jaxppo import Experiment, PPOConfig, estimate_memory, load_config
 from jaxppo.machine import describe, peak_device_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ("agents", "envs", "minatar", "brax", "precision", "policies", "suites", "purejaxrl")
+PARTS = ("agents", "envs", "minatar", "brax", "precision", "policies", "suites", "atari", "sb3",
+         "purejaxrl")
 COLUMNS = ["part", "what", "agents", "num_envs", "env_steps", "compile_s", "run_s", "sps",
            "final_return", "peak_mem_gib", "estimate_gib", "note"]
 
@@ -208,6 +215,56 @@ def part_suites(report: Report, tiny: bool) -> None:
         run_row(report, "suites", f"{cfg.env_id}, {c.env_steps:.0e} steps", c, 1)
 
 
+ATARI_ROWS = (("atari_breakout", 10_000_000, (1, 8)), ("mujoco_halfcheetah", 1_000_000, (1,)))
+"""EnvPool configs: (config, steps, seeds)."""
+
+
+def part_atari(report: Report, tiny: bool) -> None:
+    """EnvPool tasks stepped on the host inside the compiled loop (the envpool/ source)."""
+    if importlib.util.find_spec("jaxppo.envs.envpool_env") is None:
+        for name, _, _ in ATARI_ROWS:
+            report.add(part="atari", what=name, note="skipped: jaxppo has no envpool source "
+                       "(jaxppo/envs/envpool_env.py) in this tree")
+        return
+    for name, steps, seeds in ATARI_ROWS:
+        try:
+            cfg = load_config(os.path.join(ROOT, "configs", f"{name}.yaml"))
+            cfg = dataclasses.replace(cfg, total_timesteps=steps)
+            if tiny:
+                cfg = dataclasses.replace(cfg, num_envs=4, num_steps=16, num_minibatches=2,
+                                          update_epochs=1, total_timesteps=128)
+        except Exception as e:  # noqa: BLE001 - a missing extra or config is a row, not a crash
+            report.add(part="atari", what=name, note=f"skipped: {str(e)[:160]}")
+            continue
+        for n in ((1,) if tiny else seeds):
+            run_row(report, "atari", f"{cfg.env_id}, {cfg.env_steps:.0e} steps", cfg, n)
+
+
+def part_sb3(report: Report, tiny: bool) -> None:
+    """`jaxppo compare` on MinAtar-Breakout (CNN torso): every system in a child process."""
+    from jaxppo import compare as cmp
+
+    cfg = load_config(os.path.join(ROOT, "configs", "minatar_breakout_cnn.yaml"),
+                      {"total_timesteps": 200_000})
+    systems, seeds = cmp.SYSTEMS, 16
+    if tiny:
+        cfg = dataclasses.replace(cfg, num_envs=4, num_steps=16, num_minibatches=2,
+                                  update_epochs=1, total_timesteps=128, hidden_sizes=(16,))
+        systems, seeds = ("jaxppo", "sb3-dummy"), 2
+    try:
+        rows, _ = cmp.compare(cfg, repeats=1, seeds=seeds, systems=systems, seed=0,
+                              warm_cache=False, echo=lambda _: None)
+    except Exception as e:  # noqa: BLE001 - the compare extra missing, or a system failing
+        report.add(part="sb3", what="Breakout-MinAtar cnn vs SB3", note=f"failed: {str(e)[:160]}")
+        return
+    for r in rows:
+        agents = seeds if r["system"] == "jaxppo-seeds" else 1
+        report.add(part="sb3", what=r["label"], agents=agents, num_envs=cfg.num_envs,
+                   env_steps=cfg.env_steps, compile_s=r["setup_s"], run_s=r["run_s"],
+                   sps=r["sps"], final_return=r["final_return"],
+                   note="SB3 runs on the host CPU" if r["system"].startswith("sb3") else "")
+
+
 def part_precision(report: Report, tiny: bool) -> None:
     for name in ("cartpole.yaml", "minatar_breakout.yaml"):
         cfg = load_config(os.path.join(ROOT, "configs", name))
@@ -341,7 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         {"agents": part_agents, "envs": part_envs, "minatar": part_minatar, "brax": part_brax,
          "precision": part_precision, "policies": part_policies,
-         "suites": part_suites}[part](report, args.tiny)
+         "suites": part_suites, "atari": part_atari, "sb3": part_sb3}[part](report, args.tiny)
     print(f"wrote {args.out}.json and {args.out}.md", flush=True)
 
 

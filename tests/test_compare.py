@@ -129,7 +129,7 @@ def test_compare_runs_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, culprit", [
-    (["--set", "env_id=Breakout-MinAtar"], "gymnasium"),
+    (["--set", "env_id=DeepSea-bsuite"], "gymnasium"),
     (["--systems", "jaxppo,sb4"], "--systems"),
 ])
 def test_compare_bad_input_is_one_line(capsys, argv, culprit):
@@ -148,3 +148,316 @@ def test_missing_extra_says_how_to_install(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "pip install 'jaxppo[compare]'" in err[0]
     assert "torch==2.13.0" in err[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# MinAtar: the reference `minatar` package under SB3, made equal to gymnax's MinAtar
+MINATAR_CNN = os.path.join(ROOT, "configs", "minatar_breakout_cnn.yaml")
+
+
+def test_minatar_env_steps_as_the_reference_does():
+    """Same seed, same actions: the wrapper's states, rewards and ends are minatar's own, with
+    gymnax's 3 Breakout actions being the reference's minimal set (no-op, left, right)."""
+    from minatar import Environment
+
+    from jaxppo.sb3_side import MinAtarEnv
+
+    env = MinAtarEnv("breakout", max_steps=None)
+    ref = Environment("breakout", sticky_action_prob=0.0)
+    assert env.action_set == [0, 1, 3] and env.action_space.n == 3
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=3)
+    ref.seed(3)
+    ref.reset()
+    ends = 0
+    for _ in range(400):
+        np.testing.assert_array_equal(obs, ref.state())
+        a = int(rng.integers(3))
+        obs, r, term, trunc, _ = env.step(a)
+        r_ref, term_ref = ref.act([0, 1, 3][a])
+        assert (r, term, trunc) == (r_ref, term_ref, False)
+        if term:
+            ends += 1
+            obs, _ = env.reset()
+            ref.reset()
+    assert ends >= 2  # the comparison crossed episode ends
+
+
+def test_minatar_env_has_gymnax_layout_and_time_limit():
+    import gymnax
+
+    from jaxppo.compare import MINATAR_IDS
+    from jaxppo.sb3_side import MINATAR_GAMES, MinAtarEnv, minatar_time_limit
+
+    assert set(MINATAR_GAMES) == set(MINATAR_IDS) == {
+        e for e in gymnax.registered_envs if e.endswith("-MinAtar")}
+    for env_id, game in MINATAR_GAMES.items():
+        genv, params = gymnax.make(env_id)
+        gobs, _ = genv.reset(jax.random.key(0), params)
+        ours = MinAtarEnv(game, max_steps=None)
+        obs, _ = ours.reset(seed=0)
+        assert ours.observation_space.shape == gobs.shape == obs.shape, env_id
+        assert ours.observation_space.dtype == gobs.dtype == obs.dtype == np.float32, env_id
+        assert ours.action_space.n == genv.num_actions, env_id
+        assert minatar_time_limit(env_id, None) == params.max_steps_in_episode, env_id
+    # Channel by channel: gymnax's first Breakout frame is one of the reference's two (the ball
+    # starts left or right).
+    genv, params = gymnax.make("Breakout-MinAtar")
+    gobs = np.asarray(genv.reset(jax.random.key(1), params)[0])
+    env = MinAtarEnv("breakout", max_steps=None)
+    firsts = {env.reset(seed=s)[0].tobytes() for s in range(20)}
+    assert len(firsts) == 2 and gobs.tobytes() in firsts
+    # jaxppo's max_episode_steps, where shorter, is the SB3 side's too; it truncates.
+    assert minatar_time_limit("Breakout-MinAtar", 5) == 5
+    env = MinAtarEnv("breakout", max_steps=2)
+    env.reset(seed=0)
+    assert env.step(0)[2:4] == (False, False) and env.step(0)[2:4] == (False, True)
+
+
+def _flax_to_torch(policy, params) -> None:
+    """Copy jaxppo's cnn-torso ActorCritic weights into the SB3 policy, layer by layer."""
+    def put(lin, p, conv=False):
+        k = np.asarray(p["kernel"])
+        k = k.transpose(3, 2, 0, 1) if conv else k.T  # HWIO -> OIHW; (in, out) -> (out, in)
+        lin.weight.data = torch.tensor(k.copy())
+        lin.bias.data = torch.tensor(np.asarray(p["bias"]).copy())
+
+    for side, fe, mlp, head in (("actor", policy.pi_features_extractor,
+                                 policy.mlp_extractor.policy_net, policy.action_net),
+                                ("critic", policy.vf_features_extractor,
+                                 policy.mlp_extractor.value_net, policy.value_net)):
+        p = params["params"][side]
+        put(fe.convs[0], p["Conv_0"], conv=True)
+        hidden = [m for m in mlp if isinstance(m, torch.nn.Linear)]
+        for i, lin in enumerate([*hidden, head]):
+            put(lin, p[f"Dense_{i}"])
+
+
+def test_cnn_torso_is_jaxppos_network_in_torch():
+    """Same parameter shapes and count, and with jaxppo's weights copied in, the same logits and
+    values: the conv, its VALID padding, the (H, W, C) flatten and the separate actor/critic."""
+    from jaxppo.config import load_config
+    from jaxppo.networks import init_params, make_network
+    from jaxppo.sb3_side import ConvTorso
+
+    config = load_config(MINATAR_CNN, {"num_envs": 2, "num_steps": 16, "total_timesteps": 32,
+                                       "num_minibatches": 2, "hidden_sizes": [32, 24]})
+    model = make_sb3(config, subproc=False, seed=0)
+    try:
+        policy = model.policy
+        assert isinstance(policy.pi_features_extractor, ConvTorso)
+        assert policy.pi_features_extractor is not policy.vf_features_extractor
+        spec = type("Spec", (), dict(obs_shape=(10, 10, 4), action_dim=3, discrete=True,
+                                     multi_discrete=False))
+        net = make_network(config, spec)
+        params = init_params(net, jax.random.key(0), (10, 10, 4))
+        assert n_params(policy) == sum(x.size for x in jax.tree.leaves(params))
+        conv = policy.pi_features_extractor.convs[0]
+        assert (conv.kernel_size, conv.stride, conv.padding) == ((3, 3), (1, 1), (0, 0))
+        _flax_to_torch(policy, params)
+        obs = (np.random.default_rng(0).random((5, 10, 10, 4)) < 0.3).astype(np.float32)
+        dist, value = net.apply(params, obs)
+        with torch.no_grad():
+            t_obs = torch.tensor(obs)
+            t_dist = policy.get_distribution(t_obs)
+            t_value = policy.predict_values(t_obs)[:, 0]
+        np.testing.assert_allclose(t_dist.distribution.logits.numpy(),
+                                   jax.nn.log_softmax(dist.logits), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(t_value.numpy(), value, rtol=1e-4, atol=1e-5)
+    finally:
+        model.get_env().close()
+
+
+def test_sb3_minatar_side_runs_in_subprocesses():
+    """The SB3 side end to end on MinAtar (the harness itself is tested on CartPole above):
+    the env pickles into SubprocVecEnv workers and Monitor's returns reach the result."""
+    from jaxppo.compare import run_system
+    from jaxppo.config import load_config
+
+    config = load_config(MINATAR_CNN, {"num_envs": 2, "num_steps": 64, "total_timesteps": 256,
+                                       "num_minibatches": 2, "update_epochs": 1,
+                                       "hidden_sizes": [16], "max_episode_steps": 50})
+    out = run_system("sb3-subproc", config, 1, 0)
+    assert out["env_steps"] == 256 and out["final_return"] is not None  # 50-step time limit
+
+
+# ---------------------------------------------------------------------------------------------
+# Atari: EnvPool's Breakout-v5 (jaxppo, after the envpool source lands) vs ALE under SB3's wrappers
+def _allow_envpool_ids(monkeypatch):
+    """PPOConfig checks env_id against jaxppo's env sources; the SB3 side needs none of them."""
+    import jaxppo.config
+
+    real = jaxppo.config.check_env_id
+    monkeypatch.setattr(jaxppo.config, "check_env_id",
+                        lambda env_id: None if env_id.startswith(("envpool/", "gymnasium/"))
+                        else real(env_id))
+
+
+def _cleanrl_atari(**kw) -> PPOConfig:
+    """CleanRL's envpool PPO settings (ppo_atari_envpool.py), as configs/atari_breakout.yaml."""
+    base = dict(env_id="envpool/Breakout-v5", total_timesteps=10_000_000, num_envs=8,
+                num_steps=128, num_minibatches=4, update_epochs=4, lr=2.5e-4, anneal_lr=True,
+                gamma=0.99, gae_lambda=0.95, clip_eps=0.1, ent_coef=0.01, vf_coef=0.5,
+                max_grad_norm=0.5, torso="nature_cnn", activation="relu", hidden_sizes=(512,))
+    return PPOConfig(**{**base, **kw})
+
+
+def test_atari_hyperparameters_map_by_hand(monkeypatch):
+    from jaxppo.compare import sb3_kwargs
+    from jaxppo.sb3_side import atari_gym_id, policy_setup
+
+    _allow_envpool_ids(monkeypatch)
+    config, notes = comparable_config(_cleanrl_atari(clip_vloss=True))
+    assert any("clip_vloss" in n for n in notes)
+    kw = sb3_kwargs(config)
+    assert kw["n_steps"] == 128
+    assert kw["batch_size"] == 256  # 8 envs x 128 steps / 4 minibatches
+    assert kw["n_epochs"] == 4
+    assert (kw["clip_range"], kw["clip_range_vf"], kw["ent_coef"]) == (0.1, None, 0.01)
+    assert kw["vf_coef"] == 0.25 and kw["max_grad_norm"] == 0.5  # 0.5 x CleanRL's 0.5
+    assert (kw["gamma"], kw["gae_lambda"], kw["normalize_advantage"]) == (0.99, 0.95, True)
+    lr = kw["learning_rate"]  # 10M / 1024 = 9765 updates, annealed to 0
+    assert isinstance(lr, AnnealedLR) and lr.num_updates == 9765
+    # SB3 asks at progress_remaining 1 - (k + 1) / U for update k: 2.5e-4 * (1 - k / U)
+    assert lr(1.0 - 1 / 9765) == 2.5e-4
+    assert lr(1.0 - 2 / 9765) == pytest.approx(2.5e-4 * 9764 / 9765)
+    assert lr(0.0) == pytest.approx(2.5e-4 / 9765)
+    assert policy_setup("atari", "nature_cnn") == ("CnnPolicy", {"share_features_extractor": False})
+    assert atari_gym_id("envpool/Breakout-v5") == "BreakoutNoFrameskip-v4"
+
+
+def test_nature_cnn_policy_has_jaxppos_parameters(monkeypatch):
+    from gymnasium import spaces
+    from stable_baselines3.common.policies import ActorCriticCnnPolicy
+
+    from jaxppo.compare import sb3_kwargs
+    from jaxppo.networks import init_params, make_network
+
+    _allow_envpool_ids(monkeypatch)
+    config = _cleanrl_atari()
+    pk = dict(sb3_kwargs(config)["policy_kwargs"])
+    policy = ActorCriticCnnPolicy(spaces.Box(0, 255, (4, 84, 84), np.uint8), spaces.Discrete(4),
+                                  lambda _: 2.5e-4, **pk)
+    spec = type("Spec", (), dict(obs_shape=(84, 84, 4), action_dim=4, discrete=True,
+                                 multi_discrete=False))
+    net = make_network(config, spec)
+    params = jax.eval_shape(lambda k: init_params(net, k, (84, 84, 4)), jax.random.key(0))
+    assert n_params(policy) == sum(math.prod(x.shape) for x in jax.tree.leaves(params))
+
+
+def test_sb3_atari_logs_whole_unclipped_games(monkeypatch):
+    """Under SB3's Atari wrappers the learner sees clipped rewards and a life loss as an end,
+    while Monitor's episode is a whole game whose return is the raw score: the raw reward is
+    made distinguishable (raw r -> 3 r + 0.5, so every clipped reward is 1) and summed per game."""
+    pytest.importorskip("cv2", reason="SB3's Atari wrappers need opencv (the compare extra)")
+    from ale_py.env import AtariEnv
+
+    from jaxppo.sb3_side import make_vec
+
+    game, raw_games = [], []  # the raw rewards of the game under way; each finished game's sum
+    real_step, real_reset = AtariEnv.step, AtariEnv.reset
+
+    def step(self, action, *a, **kw):
+        obs, r, term, trunc, info = real_step(self, action, *a, **kw)
+        game.append(3.0 * r + 0.5)
+        return obs, game[-1], term, trunc, info
+
+    def reset(self, *a, **kw):  # ALE resets only when a whole game is over
+        if game:
+            raw_games.append(sum(game))
+            game.clear()
+        return real_reset(self, *a, **kw)
+
+    monkeypatch.setattr(AtariEnv, "step", step)
+    monkeypatch.setattr(AtariEnv, "reset", reset)
+    env = make_vec("atari", "envpool/Breakout-v5", 1, subproc=False, seed=0)
+    try:
+        env.reset()
+        games, learner_ends = [], 0
+        for _ in range(2000):
+            _, reward, done, infos = env.step(np.array([env.action_space.sample()]))
+            assert reward[0] == 1.0  # clipped: sign(3 r + 0.5)
+            learner_ends += int(done[0])
+            if "episode" in infos[0]:
+                games.append(infos[0]["episode"]["r"])
+                if len(games) == 2:
+                    break
+        assert len(games) == 2
+        np.testing.assert_allclose(games, raw_games, rtol=1e-6)
+        assert learner_ends >= 2 * 5  # Breakout's 5 lives: each one an end for the learner
+    finally:
+        env.close()
+
+
+def test_sb3_atari_side_runs_at_a_tiny_budget(monkeypatch):
+    pytest.importorskip("cv2", reason="SB3's Atari wrappers need opencv (the compare extra)")
+    from jaxppo.compare import run_system
+
+    _allow_envpool_ids(monkeypatch)
+    config = _cleanrl_atari(total_timesteps=128, num_envs=2, num_steps=64, num_minibatches=2,
+                            update_epochs=1, hidden_sizes=(16,))
+    out = run_system("sb3-subproc", config, 1, 0)
+    assert out["env_steps"] == 128 and out["sps"] > 0
+
+
+def test_jaxppo_atari_compare_end_to_end(tmp_path):
+    pytest.importorskip("jaxppo.envs.envpool_env",
+                        reason="jaxppo has no envpool source in this tree (branch h16 adds it)")
+    pytest.importorskip("cv2", reason="SB3's Atari wrappers need opencv (the compare extra)")
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", os.path.join(ROOT, "configs", "atari_breakout.yaml"),
+            "--steps", "128", "--repeats", "1", "--systems", "jaxppo,sb3-dummy", "--set",
+            "num_envs=2", "--set", "num_steps=64", "--set", "num_minibatches=2", "--set",
+            "update_epochs=1", "--out", str(out)]
+    assert main(argv) == 0
+    assert [r.split(",")[0] for r in (out / "compare.csv").read_text().splitlines()[1:]] == [
+        "jaxppo", "sb3-dummy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A user's Gymnasium env: the same id on both sides
+def test_sb3_side_of_a_gymnasium_id(monkeypatch):
+    _allow_envpool_ids(monkeypatch)
+    config = dataclasses.replace(ODD, env_id="gymnasium/CartPole-v1")
+    model = make_sb3(config, subproc=False, seed=0)
+    try:
+        assert model.get_env().envs[0].unwrapped.spec.id == "CartPole-v1"
+        assert model.n_envs == ODD.num_envs and model.n_steps == ODD.num_steps
+    finally:
+        model.get_env().close()
+
+
+def test_jaxppo_gymnasium_compare_end_to_end(tmp_path):
+    pytest.importorskip("jaxppo.envs.gymnasium_env",
+                        reason="jaxppo has no gymnasium source in this tree (branch h15 adds it)")
+    out = tmp_path / "cmp"
+    argv = ["compare", "--config", CARTPOLE, "--steps", "256", "--repeats", "1", "--systems",
+            "jaxppo,sb3-dummy", "--set", "env_id=gymnasium/CartPole-v1", "--set", "num_envs=2",
+            "--set", "num_steps=32", "--set", "hidden_sizes=[16]", "--out", str(out)]
+    assert main(argv) == 0
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["--set", "env_id=Breakout-MinAtar", "--set", "network=gru"], "'network'"),
+    (["--set", "env_id=Breakout-MinAtar", "--set", "torso=nature_cnn"], "'torso'"),
+    (["--set", "env_id=envpool/Breakout-v5", "--set", "torso=cnn"], "'torso'"),
+    (["--set", "env_id=envpool/Breakout-v5", "--set", "torso=nature_cnn"], "'activation'"),
+    (["--set", "env_id=envpool/HalfCheetah-v4"], "'env_id'"),
+    (["--set", "env_id=gymnasium/CartPole-v1", "--set", "torso=cnn"], "'torso'"),
+])
+def test_compare_bad_env_setup_is_one_line(monkeypatch, capsys, argv, culprit):
+    _allow_envpool_ids(monkeypatch)
+    code = main(["compare", "--config", CARTPOLE, "--steps", "1024", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and culprit in err[0], err
+
+
+def test_missing_minatar_says_how_to_install(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "minatar" else real(name, *a))
+    code = main(["compare", "--config", MINATAR_CNN, "--systems", "sb3-dummy"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "pip install 'jaxppo[compare]'" in err[0]

@@ -27,6 +27,8 @@ CLUSTER = ("--coordinator-address", "/shared/runs")
 # still fails), and the named test must exist.
 COVERED = {"jaxppo compare --config configs/cartpole.yaml": ("test_compare.py",
                                                              "def test_compare_runs_end_to_end"),
+           "jaxppo compare --config configs/minatar_breakout_cnn.yaml": (
+               "test_compare.py", "def test_sb3_minatar_side_runs_in_subprocesses"),
            "configs/brax_inverted_double_pendulum.yaml": ("test_brax.py", "def idp_run"),
            "--gif idp.gif --html idp.html": ("test_brax.py", "def test_eval_renders_gif_and_html")}
 

@@ -1,5 +1,6 @@
 """The benchmark scripts run end to end at tiny budgets (no timing assertions: numbers vary)."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -52,7 +53,12 @@ def test_gpu_suite_tiny(tmp_path):
     assert data["device"]["platform"] == "cpu" and data["device"]["jax"]
     parts = {r["part"] for r in data["rows"]}
     assert parts == {"agents", "envs", "minatar", "brax", "precision", "policies", "suites",
-                     "purejaxrl"}
+                     "atari", "sb3", "purejaxrl"}
+    sb3 = [r["what"] for r in data["rows"] if r["part"] == "sb3" and r["sps"]]
+    assert sb3 == ["jaxppo, 1 seed", "SB3 DummyVecEnv (4 envs)"]  # MinAtar-Breakout vs SB3
+    atari = [r for r in data["rows"] if r["part"] == "atari"]
+    envpool = importlib.util.find_spec("jaxppo.envs.envpool_env") is not None
+    assert all((r["sps"] is not None) == envpool for r in atari), atari  # else: skipped rows
     measured = [r for r in data["rows"] if r["sps"] is not None]
     assert len(measured) >= 12 and all(r["sps"] > 0 and r["compile_s"] > 0 for r in measured)
     assert (tmp_path / "suite.md").read_text().startswith("Device: **cpu**")
