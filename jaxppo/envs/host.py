@@ -5,8 +5,9 @@ checkpoints and memory estimates take either.
 
 The scan carries nothing of the host's state: `EnvState.inner` is an int32 token per env that
 every callback takes and gives back, so each step depends on the reset and on the step before
-(through the token and through the action, which depends on the last observation): callbacks
-run in order, once each, and none is dropped or merged.
+(through the token, and through the action, which depends on the last observation). The
+callbacks are also ordered effects: they run in program order, once each, even where nothing
+uses a result, and none is merged with another of the same inputs (tested).
 
 Vmapped agents (`--seeds N`, sweeps, nested vmaps) share ONE pool of S x N envs stepped by ONE
 callback per step: `io_callback`'s own batching rule would call the host S times in sequence,
@@ -52,7 +53,7 @@ def host_call(host_fn: Callable[..., tuple], result_shapes: Callable[[int], tupl
 
     @custom_vmap
     def call(*args):
-        return io_callback(host_fn, result_shapes(args[0].shape[0]), *args, ordered=False)
+        return io_callback(host_fn, result_shapes(args[0].shape[0]), *args, ordered=True)
 
     @call.def_vmap
     def _fold(axis_size, in_batched, *args):
