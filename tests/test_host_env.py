@@ -19,6 +19,7 @@ from jaxppo.checkpoint import load_checkpoint
 from jaxppo.driver import Driver
 from jaxppo.envs import HostVecEnv
 from jaxppo.errors import ConfigError
+from jaxppo.render import render_gif
 
 
 class Walk(gymnasium.Env):
@@ -214,13 +215,18 @@ def test_vmapped_seeds_share_one_pool_and_equal_each_seed_alone(walk_train):
     assert np.all(np.asarray(both.metrics["episodes"]) > 0)
 
 
-def test_uint8_images_stay_uint8_and_multidiscrete_and_box_actions_train():
-    train = make_train(PPOConfig(env_id="gymnasium/test/Pixels-v0", **TINY))
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Gymnasium: Pixels has no render modes
+def test_uint8_images_stay_uint8_and_multidiscrete_and_box_actions_train(tmp_path):
+    config = PPOConfig(env_id="gymnasium/test/Pixels-v0", **TINY)
+    train = make_train(config)
     assert train.env.obs_dtype == jnp.uint8 and train.env.nvec == (2, 3)
     runner = jax.jit(train.init)(jax.random.key(0))
     assert runner.env.obs.dtype == jnp.uint8 and runner.env.obs.shape == (4, 6, 6, 1)
     out = jax.jit(train)(jax.random.key(0))
     assert np.all(np.isfinite(out.metrics["policy_loss"]))
+    # a GIF from the observation frames (Pixels cannot render): its 20-step episode
+    assert render_gif(config, out.train_state, jax.random.key(1), str(tmp_path / "p.gif")) == 20
+    assert os.path.getsize(tmp_path / "p.gif") > 0
     reach = make_train(PPOConfig(env_id="gymnasium/test/Reach-v0", **TINY))
     assert not reach.env.discrete and reach.env.action_shape == (1,)
     out = jax.jit(reach)(jax.random.key(0))

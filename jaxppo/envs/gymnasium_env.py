@@ -28,6 +28,8 @@ PREFIX = "gymnasium/"
 SUITE = "Gymnasium"
 INSTALL_HINT = "pip install 'jaxppo[gymnasium]'"
 VECTORIZATION = ("sync", "async")
+RENDER_KWARGS = {"render_mode": "rgb_array"}
+"""What the bridge adds to `kwargs` for a source that draws frames (`jaxppo eval --gif`)."""
 
 
 def _gym():

@@ -130,12 +130,17 @@ class HostVecEnv:
         kwargs = dict(env_kwargs or {})
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(max_episode_steps)
-        if render:
-            kwargs.update(getattr(module, "RENDER_KWARGS", {}))
-        self._kwargs = kwargs
+        drawing = getattr(module, "RENDER_KWARGS", {}) if render else {}
+        self._kwargs = {**kwargs, **drawing}
         self._box: list[HostSource | None] = [None]
         weakref.finalize(self, _close, self._box)
-        pool = self._build(self.num_envs)
+        try:
+            pool = self._build(self.num_envs)
+        except ConfigError:
+            if not drawing:
+                raise
+            self._kwargs = kwargs  # an env that takes no render mode: observation frames
+            pool = self._build(self.num_envs)
         label = f"environment {env_id!r}"
         obs_space = pool.observation_space
         self.obs_shape: tuple[int, ...] = tuple(int(s) for s in obs_space.shape)
