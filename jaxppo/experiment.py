@@ -350,6 +350,12 @@ class Experiment:
                                    env_params=self.env_params)
         host = getattr(getattr(placement, "trainer", None), "env", None)
         self._host_env = host if isinstance(host, HostVecEnv) else None
+        if self._host_env is not None and (self.controller is not None
+                                           or is_halving(self.search)):
+            self._host_env.close()
+            raise ConfigError(f"config key 'env_id': {config.env_id!r} lives on the host, whose "
+                              "episodes cannot follow agents copied or dropped between chunks; "
+                              "use --search grid or random")
         chunk = self.chunk_updates
         if self.controller is not None:  # chunk boundaries on the controller's updates
             chunk = self.controller.chunk_length(chunk or pick_chunk(config.num_updates),

@@ -163,6 +163,7 @@ class HostVecEnv:
         self.max_episode_steps: int | None = int(limit) if limit else None
         self.env = _Shapes(self.obs_shape, self.obs_dtype)
         self.fault: Fault | None = None
+        self._closing = False  # callbacks in flight while closing step nothing
         self.steps = 0  # vectorised steps since the last reset (names a fault's step)
         self._reset_call = host_call(self._host_reset, self._reset_shapes)
         self._step_call = host_call(self._host_step, self._step_shapes)
@@ -191,8 +192,15 @@ class HostVecEnv:
         return self._box[0] if self._box[0] is not None else self._build(self.num_envs)
 
     def close(self) -> None:
-        """Close the pool (subprocesses of an async one included); a later reset rebuilds it."""
-        _close(self._box)
+        """Close the pool (subprocesses of an async one included); a later reset rebuilds it.
+        A program still in flight (a dropped chunk) first runs out on no-op callbacks, so the
+        pool is never closed under a step."""
+        self._closing = True
+        try:
+            jax.effects_barrier()
+        finally:
+            _close(self._box)
+            self._closing = False
 
     def check(self) -> None:
         """Raise the recorded fault as one line (`EnvError`), and forget it."""
@@ -235,7 +243,7 @@ class HostVecEnv:
     def _host_reset(self, seeds: np.ndarray) -> tuple:
         m = seeds.shape[0]
         self.steps = 0
-        if self.fault is None:
+        if self.fault is None and not self._closing:
             try:
                 pool = self._build(m)
                 obs = self._obs(pool.reset(np.asarray(seeds, np.int64)), m, "reset observation")
@@ -246,7 +254,7 @@ class HostVecEnv:
 
     def _host_step(self, token: np.ndarray, action: np.ndarray) -> tuple:
         m = token.shape[0]
-        if self.fault is None:
+        if self.fault is None and not self._closing:
             try:
                 pool = self._box[0]
                 if pool is None or pool.num_envs != m:
