@@ -3,6 +3,7 @@ Python/NumPy, stepped from inside the compiled training program."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 
@@ -18,7 +19,7 @@ from jaxppo import Experiment, PPOConfig, make_train
 from jaxppo.checkpoint import load_checkpoint
 from jaxppo.driver import Driver
 from jaxppo.envs import HostVecEnv
-from jaxppo.errors import ConfigError
+from jaxppo.errors import ConfigError, EnvError
 from jaxppo.render import render_gif
 
 
@@ -94,7 +95,7 @@ TINY = dict(total_timesteps=4 * 8 * 4, num_envs=4, num_steps=8, num_minibatches=
 
 
 def walk_config(**kw) -> PPOConfig:
-    return PPOConfig(env_id=WALK, **{**TINY, **kw})
+    return PPOConfig(**{"env_id": WALK, **TINY, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -303,12 +304,22 @@ def test_a_failing_host_env_is_one_line_and_the_checkpoint_before_it_stays(
     assert load_checkpoint(tmp_path / "f").update == 5
 
 
-@pytest.mark.filterwarnings("ignore:os.fork")
-def test_the_pool_is_closed_when_the_run_ends():
-    config = walk_config(env_kwargs={"vectorization": "async"})
-    exp = Experiment(config, logdir=None, progress=False)
-    exp.run()
-    assert exp._host_env._box == [None]  # closed: AsyncVectorEnv's workers are gone
+@pytest.mark.filterwarnings("ignore:os.fork", "ignore::UserWarning")  # the worker's error
+@pytest.mark.parametrize("how", ["finished", "stopped", "failed"])
+def test_the_async_pool_is_closed_however_the_run_ends(how):
+    gymnasium.register("test/FailAsync-v0", entry_point=Walk, max_episode_steps=6,
+                       kwargs={"fail_at": 20})
+    env_id = "gymnasium/test/FailAsync-v0" if how == "failed" else WALK
+    config = walk_config(env_id=env_id, env_kwargs={"vectorization": "async"})
+    exp = Experiment(config, logdir=None, progress=False, chunk_updates=1,
+                     callbacks=[lambda e: how != "stopped" or e.update < 2])
+    if how == "failed":
+        with pytest.raises(EnvError, match="failed at update 3"):
+            exp.run()
+    else:
+        assert exp.run().status == how
+    assert exp._host_env._box == [None]
+    assert not multiprocessing.active_children()  # the workers are gone
 
 
 def test_cartpole_through_gymnasium_learns_clearly_over_random():
