@@ -19,6 +19,8 @@ from jaxppo import Experiment, PPOConfig, make_train
 from jaxppo.checkpoint import load_checkpoint
 from jaxppo.driver import Driver
 from jaxppo.envs import HostVecEnv
+from jaxppo.envs.host_source import HostStep
+from jaxppo.envs.registry import HOST_SOURCES
 from jaxppo.errors import ConfigError, EnvError
 from jaxppo.render import render_gif
 
@@ -161,6 +163,53 @@ def test_every_callback_runs_once_in_order_unused_or_repeated_ones_too():
     assert list(np.asarray(s1)[:, 1]) == [1, 1] and list(np.asarray(twin)[:, 1]) == [2, 2]
     assert list(np.asarray(s2)[:, 1]) == [3, 3]
     env.close()
+
+
+class _Liar:
+    """A host source whose second step hands back float observations for a uint8 space."""
+
+    PREFIX, SUITE, INSTALL_HINT = "liar/", "Liar", "none"
+    observation_space = gymnasium.spaces.Box(0, 255, (2,), np.uint8)
+    action_space = gymnasium.spaces.Discrete(2)
+    max_episode_steps = None
+
+    def __init__(self, num_envs: int):
+        self.env_id, self.num_envs, self.calls = "liar/x", num_envs, 0
+
+    @staticmethod
+    def env_ids():
+        return ["x"]
+
+    @classmethod
+    def make_source(cls, name, num_envs, kwargs, evaluation):
+        return cls(num_envs)
+
+    def reset(self, seed):
+        return np.zeros((self.num_envs, 2), np.uint8)
+
+    def step(self, action):
+        self.calls += 1
+        obs = np.zeros((self.num_envs, 2), np.float64 if self.calls == 2 else np.uint8)
+        flags = np.zeros(self.num_envs, bool)
+        reward = np.zeros(self.num_envs, np.float32)
+        return HostStep(obs, obs, reward, flags, flags, reward, flags)
+
+    def close(self):
+        pass
+
+
+def test_a_wrong_dtype_from_a_source_is_recorded_and_raised_as_one_line(monkeypatch):
+    monkeypatch.setitem(HOST_SOURCES, _Liar.PREFIX, _Liar)
+    env = HostVecEnv("liar/x", 3)
+    _, state = jax.jit(env.reset)(jax.random.key(0))
+    step = jax.jit(env.step)
+    for _ in range(3):  # the third step is not taken: the source is not stepped after a fault
+        state, s = step(jax.random.key(0), state, jnp.zeros(3, jnp.int32))
+    assert env.source.calls == 2 and not np.any(np.asarray(s.obs))
+    with pytest.raises(EnvError) as e:
+        env.check()
+    assert str(e.value) == ("environment 'liar/x' failed at its vectorised step 2: ValueError: "
+                            "observation of dtype float64, expected uint8")
 
 
 def test_an_unknown_id_is_one_line_with_close_matches():
