@@ -378,3 +378,11 @@ def test_cartpole_through_gymnasium_learns_clearly_over_random():
     out = jax.jit(jax.vmap(make_train(config)))(jax.random.split(jax.random.key(0), 4))
     returns = np.asarray(out.metrics["episodic_return"])[:, -5:].mean()
     assert returns > 60, returns  # random play: about 22; about 200 here on a quiet machine
+
+
+def test_devices_and_controlled_sweeps_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match="lives on the host and trains on one device"):
+        Experiment(walk_config(), logdir=None, devices=1).run()
+    with pytest.raises(ConfigError, match="cannot follow agents copied or dropped") as e:
+        Experiment(walk_config(), logdir=None, controller=object()).run()
+    assert "\n" not in str(e.value)
