@@ -14,6 +14,11 @@ Two notions of "an episode ended" are kept apart, for Atari's published conventi
 that return adds up (the game score, unclipped) while `reward` is the one trained on (clipped).
 Every other source sets `score = reward` and `game_over = terminated | truncated`.
 
+A source module exposes `PREFIX` ("gymnasium/"), `SUITE`, `INSTALL_HINT`, `env_ids()` (or
+`check_id(name)`, raising one ConfigError line), `make_source(name, num_envs, kwargs,
+evaluation) -> HostSource` and optionally `RENDER_KWARGS`; `registry.HOST_SOURCES` lists the
+modules by prefix.
+
 Axis legend: M = the source's environments (num_envs x the vmapped agents sharing one pool).
 """
 
