@@ -32,7 +32,7 @@ from jaxppo._xla import setup_compilation_cache
 from jaxppo.callbacks import Callback, Divergence, RunInfo
 from jaxppo.config import config_reference, load_config, parse_overrides
 from jaxppo.distributed import is_main_process, join_processes, make_mesh
-from jaxppo.errors import CheckpointError, ConfigError, UsageError
+from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
 from jaxppo.experiment import Experiment, describe_divergence, run_dir_of
 from jaxppo.files import PipeSafe, check_writable
 from jaxppo.logger import WandbLogger
@@ -698,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     stdout, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
         return args.func(args)
-    except (ConfigError, UsageError, CheckpointError) as e:
+    except (ConfigError, UsageError, CheckpointError, EnvError) as e:
         print(f"jaxppo {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before a run started (a run's own interrupt is handled in _run)

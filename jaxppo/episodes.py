@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxppo.config import PPOConfig
-from jaxppo.envs import EnvState, VecEnv
+from jaxppo.envs import EnvState, HostVecEnv, VecEnv
 from jaxppo.networks import initial_memory, is_recurrent, make_network
 from jaxppo.normalize import rms_normalize
 from jaxppo.train import TrainState
@@ -79,11 +79,17 @@ def _episode_step(carry: EpisodeCarry, key: jax.Array, *, env: VecEnv, network, 
         action = policy_action(network, ts, carry.obs, act_key, **kw)
     state, step = env.step(step_key, carry.state, action)
     live = ~carry.finished
-    ret = carry.ret + jnp.where(live, step.reward, 0.0)
+    if step.game_over is None:
+        ended = step.done
+        ret = carry.ret + jnp.where(live, step.reward, 0.0)
+    else:  # a host source's logged episode: its score, up to game over
+        ended = step.game_over
+        ret = jnp.where(live, jnp.where(ended, step.episode_return, state.episode_return),
+                        carry.ret)
     if hidden is not None:
         start = step.done
     carry = EpisodeCarry(state, step.obs, ret, carry.length + live.astype(jnp.int32),
-                         carry.finished | step.done, hidden, start)
+                         carry.finished | ended, hidden, start)
     return carry, ((state.inner, ret) if record else None)
 
 
@@ -150,10 +156,26 @@ def cached(fn):
 def _evaluator(config: PPOConfig, num_episodes: int, deterministic: bool, batched: bool,
                env_obj=None, env_params=None):
     """One jitted evaluation per (config, E, mode): later calls reuse its compiled program."""
-    env = VecEnv.from_config(config, num_episodes, env_obj, env_params)
+    env = VecEnv.from_config(config, num_episodes, env_obj, env_params, evaluation=True)
     run = functools.partial(_returns, env=env, network=make_network(config, env),
                             deterministic=deterministic, normalize=config.normalize_obs)
-    return jax.jit(jax.vmap(run, in_axes=(0, None)) if batched else run)
+    if not isinstance(env, HostVecEnv):
+        return jax.jit(jax.vmap(run, in_axes=(0, None)) if batched else run)
+    # every run its own envs in the host pool: the key is mapped too (the same for each run)
+    program = jax.jit(functools.partial(_each_run, jax.vmap(run)) if batched else run)
+
+    def checked(*args):  # a fault of the host env during the episodes: one line
+        out = jax.device_get(program(*args))
+        env.check()
+        return out
+
+    return checked
+
+
+def _each_run(run, train_states: TrainState, key: jax.Array):
+    """`run` with `key` repeated for each of the R runs of `train_states`."""
+    runs = jax.tree.leaves(train_states)[0].shape[0]
+    return run(train_states, jax.random.clone(jnp.stack([key] * runs)))
 
 
 def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_episodes: int = 10,
@@ -181,7 +203,7 @@ def evaluate_runs(config: PPOConfig, train_states: TrainState, key: jax.Array,
 
 @cached
 def _episode_player(config: PPOConfig, deterministic: bool, env_obj=None, env_params=None):
-    env = VecEnv.from_config(config, 1, env_obj, env_params)
+    env = VecEnv.from_config(config, 1, env_obj, env_params, evaluation=True)
     network = make_network(config, env)
 
     def run(ts, key):

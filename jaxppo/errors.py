@@ -17,3 +17,8 @@ class CheckpointError(ValueError):
 
 class UsageError(Exception):
     """Bad command-line or API input (a path, a flag combination): exit status 2 in the CLI."""
+
+
+class EnvError(RuntimeError):
+    """An environment on the host failed mid-run (raised, or gave a wrong shape or dtype); the
+    message names the env and the step. Exit status 2 in the CLI; earlier checkpoints stand."""

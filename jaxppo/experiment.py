@@ -46,8 +46,10 @@ from jaxppo.checkpoint import checkpoint_path, load_checkpoint
 from jaxppo.config import Hparams, PPOConfig, config_from_dict
 from jaxppo.distributed import from_process_0, gather, is_main_process, make_mesh
 from jaxppo.driver import ChunkResult, Driver, StopFlag, pick_chunk
+from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
-from jaxppo.errors import ConfigError, UsageError
+from jaxppo.envs.registry import host_source_of
+from jaxppo.errors import ConfigError, EnvError, UsageError
 from jaxppo.files import RunLock, check_no_symlinks, check_run_name
 from jaxppo.logger import (
     CsvLogger,
@@ -243,6 +245,7 @@ class Experiment:
         # device, not two); on the CPU memory is host RAM and the copy is not worth a sync.
         self.donate = jax.default_backend() != "cpu" if donate is None else donate
         self._resume: dict | None = None  # set by from_checkpoint
+        self._host_env: HostVecEnv | None = None  # the run's env, if it lives on the host
         self.last_run_dir: str | None = None  # the directory of the latest `run()`
 
     # -- resume ------------------------------------------------------------------------------
@@ -340,8 +343,19 @@ class Experiment:
                 return self._rebuild(write=False)
             with RunLock(resume["run_dir"]):
                 return self._rebuild()
+        if self.mesh is not None and host_source_of(config.env_id) is not None:
+            raise ConfigError(f"config key 'env_id': {config.env_id!r} lives on the host and "
+                              "trains on one device; drop --devices")
         placement = make_placement(config, self.mesh, self.shard, env=self.env,
                                    env_params=self.env_params)
+        host = getattr(getattr(placement, "trainer", None), "env", None)
+        self._host_env = host if isinstance(host, HostVecEnv) else None
+        if self._host_env is not None and (self.controller is not None
+                                           or is_halving(self.search)):
+            self._host_env.close()
+            raise ConfigError(f"config key 'env_id': {config.env_id!r} lives on the host, whose "
+                              "episodes cannot follow agents copied or dropped between chunks; "
+                              "use --search grid or random")
         chunk = self.chunk_updates
         if self.controller is not None:  # chunk boundaries on the controller's updates
             chunk = self.controller.chunk_length(chunk or pick_chunk(config.num_updates),
@@ -386,6 +400,8 @@ class Experiment:
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
         finally:
+            if self._host_env is not None:  # its pool (an async one's subprocesses) goes now
+                self._host_env.close()
             if lock is not None:
                 lock.release()
 
@@ -418,7 +434,8 @@ class Experiment:
                 loop.compile_s = driver.compile_s
                 for cb in callbacks:
                     cb.on_compiled(info, driver.compile_s)
-                runner = driver.place(resume["runner"]) if resume else driver.init(inputs)
+                runner = (driver.place(self._restart(placement, resume))
+                          if resume else driver.init(inputs))
                 with StopFlag() as stop:
                     loop.stop_flag = stop
                     final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk,
@@ -434,6 +451,35 @@ class Experiment:
         if error is not None:
             raise error
         return result
+
+    def _restart(self, placement, resume: dict):
+        """The checkpoint's runner state; on a host env, with the episodes started afresh (the
+        host's state is in no checkpoint) and the learner exactly as saved."""
+        if self._host_env is None:
+            return resume["runner"]
+        print(f"note: {self.config.env_id} lives on the host, outside the checkpoint: the "
+              f"learner continues exactly from update {resume['update']}, with every episode "
+              "started afresh", file=sys.stderr)
+        return jax.jit(jax.vmap(placement.trainer.restart_episodes))(resume["runner"])
+
+    def host_fault(self, update: int, good_update: int | None) -> EnvError | None:
+        """The host env's fault as one line, if it happened in the updates up to `update`
+        (a pipelined later chunk's is reported after this one is handled)."""
+        host = self._host_env
+        fault = None if host is None else host.fault
+        if fault is None:
+            return None
+        start = self._resume["update"] if self._resume else 0
+        T = self.config.num_steps
+        failed = start + fault.step // T + 1
+        if fault.where != "reset" and failed > update:
+            return None
+        where = ("reset" if fault.where == "reset" else
+                 f"update {failed}, env step {fault.step % T + 1} of {T}")
+        kept = ("nothing before it was checkpointed" if not good_update else
+                f"the checkpoint at update {good_update} is kept")
+        return EnvError(f"environment {self.config.env_id!r} failed at {where} ({fault.what}); "
+                        f"the run stopped, {kept}")
 
     def _rung_drivers(self, placement, start_update: int) -> list:
         """(rung, Driver) for each rung still to run, each for its survivors only (N x seeds
@@ -594,6 +640,9 @@ class _Loop:
     @quiet_nonfinite
     def on_chunk(self, runner, chunk: ChunkResult, active: np.ndarray | None = None) -> bool:
         """`active`: [R] the agents this chunk stepped (a halving sweep's survivors; None: all)."""
+        fault = self.exp.host_fault(chunk.update, self.good_update)
+        if fault is not None:  # nothing of this chunk is kept: it ran on zeros after the fault
+            raise fault
         self.ran = True
         m = chunk.metrics
         self.stats.add_chunk(m, chunk.first_update, chunk.wall_s, chunk.chunk_s, active)

@@ -41,7 +41,7 @@ from jaxppo.train import TrainState
 @cached
 def _actor(config: PPOConfig, env_obj=None, env_params=None):
     """`(VecEnv, jitted policy_action)` for `config`, built once per config."""
-    env = VecEnv.from_config(config, 1, env_obj, env_params)
+    env = VecEnv.from_config(config, 1, env_obj, env_params, evaluation=True)
     network = make_network(config, env)
     if is_recurrent(network):
         def act(ts, obs, key, *, deterministic, mask, hidden):
@@ -260,7 +260,7 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     if not _is_int(seed) or not 0 <= int(seed) < 2**32:
         raise UsageError(f"evaluation seed {seed!r}: use an integer in 0..{2**32 - 1}")
     ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
-    venv = VecEnv.from_config(ckpt.config, 1, env, env_params)
+    venv = VecEnv.from_config(ckpt.config, 1, env, env_params, evaluation=True)
     check_eval_memory(ckpt.config, ckpt.num_runs, episodes, env=venv)
     if out is not None:
         check_writable(out, "evaluation JSON")

@@ -9,19 +9,24 @@ cannot draw here (then `NoRenderer`, as for an env without a hook)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image, ImageDraw
 
 import jaxppo.envs.brax_env as brax_env
 from jaxppo.config import PPOConfig
-from jaxppo.episodes import play_episode
+from jaxppo.envs import HostVecEnv
+from jaxppo.envs.registry import host_source_of
+from jaxppo.episodes import max_episode_steps, play_episode, policy_action
 from jaxppo.errors import UsageError
 from jaxppo.files import check_writable, write_failed
+from jaxppo.networks import make_network
 from jaxppo.train import TrainState
 
 _CLASSIC_CONTROL = ("Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0",
@@ -39,6 +44,8 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
     control, gymnax's Visualizer for the others, a side view for Brax); returns the episode
     length. `env`: the environment instance the run trained on, if not `config.env_id`'s."""
     check_writable(path, "GIF")
+    if host_source_of(config.env_id) is not None and env is None:
+        return _host_gif(config, train_state, key, path, deterministic)
     venv, states, rewards, length = play_episode(config, train_state, key, deterministic,
                                                  env=env, env_params=env_params)
     if brax_env.is_brax_id(config.env_id):
@@ -98,22 +105,65 @@ def _hook_frames(venv: Any, states: list, rewards: list[float], env_id: str) -> 
             frame = np.asarray(venv.env.render(state, venv.params))
         except NotImplementedError as e:
             raise NoRenderer(f"no renderer for {env_id}: {e}") from None
-        if frame.ndim == 3 and frame.shape[2] == 4:
-            frame = frame[..., :3]  # RGBA (matplotlib canvases)
-        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
-            raise RuntimeError(f"{env_id}: render(state, params) returned {frame.dtype} "
-                               f"{frame.shape}; it must return one frame, uint8 [H, W, 3]")
-        scale = max(1, min(-(-160 // min(frame.shape[:2])), 480 // max(frame.shape[:2])))
-        picture = Image.fromarray(np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1))
-        if max(picture.size) > 480:  # matplotlib viewers (Jumanji) draw 1000 x 1000 figures
-            picture.thumbnail((480, 480))
-        w, h = picture.size
-        image = Image.new("RGB", (w, h + 14), (255, 255, 255))
-        image.paste(picture, (0, 0))
-        ImageDraw.Draw(image).text((4, h + 1),
-                                   f"step {t + 1}  return {rewards[t]:.2f}", fill=(0, 0, 0))
-        frames.append(image)
+        frames.append(_caption(frame, t, rewards[t], env_id))
     return frames
+
+
+def _caption(frame: np.ndarray, t: int, ret: float, env_id: str,
+             what: str = "render(state, params)"):
+    """One frame enlarged towards 160 pixels on its short side (grid worlds draw small
+    tiles), kept within 480 on its long side, and captioned with the step and return."""
+    if frame.ndim == 3 and frame.shape[2] == 4:
+        frame = frame[..., :3]  # RGBA (matplotlib canvases)
+    if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
+        raise RuntimeError(f"{env_id}: {what} returned {frame.dtype} {frame.shape}; it must "
+                           "return one frame, uint8 [H, W, 3]")
+    scale = max(1, min(-(-160 // min(frame.shape[:2])), 480 // max(frame.shape[:2])))
+    picture = Image.fromarray(np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1))
+    if max(picture.size) > 480:  # matplotlib viewers (Jumanji) draw 1000 x 1000 figures
+        picture.thumbnail((480, 480))
+    w, h = picture.size
+    image = Image.new("RGB", (w, h + 14), (255, 255, 255))
+    image.paste(picture, (0, 0))
+    ImageDraw.Draw(image).text((4, h + 1), f"step {t + 1}  return {ret:.2f}", fill=(0, 0, 0))
+    return image
+
+
+def _host_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
+              deterministic: bool) -> int:
+    """One episode of a host env (in its evaluation setting), played from the host step by
+    step with the jitted policy: drawn by the source's `render`, else from image observations
+    themselves ([H, W, 1 or 3])."""
+    env = HostVecEnv.from_config(config, 1, evaluation=True, render=True)
+    act = jax.jit(functools.partial(policy_action, make_network(config, env),
+                                    deterministic=deterministic,
+                                    normalize=config.normalize_obs))
+    frames, total = [], 0.0
+    try:
+        source = env.source
+        obs = source.reset(np.array([int(jax.random.bits(key, dtype=jnp.uint32))]))
+        for t in range(max_episode_steps(env)):
+            frames.append(_caption(_host_frame(source, obs[0], config.env_id), t, total,
+                                   config.env_id, "the source's render"))
+            action = act(train_state, jnp.asarray(obs, env.obs_dtype), jax.random.fold_in(key, t))
+            step = source.step(np.asarray(action))
+            total += float(step.score[0])
+            if step.game_over[0]:
+                break
+            obs = step.obs
+    finally:
+        env.close()
+    _save_gif(frames, path, 50)
+    return len(frames)
+
+
+def _host_frame(source: Any, obs: np.ndarray, env_id: str) -> np.ndarray:
+    try:
+        return np.asarray(source.render(0))
+    except NotImplementedError as e:
+        if obs.ndim == 3 and obs.shape[2] in (1, 3) and obs.dtype == np.uint8:
+            return np.repeat(obs, 3 // obs.shape[2], axis=2)
+        raise NoRenderer(f"no renderer for {env_id}: {e}") from None
 
 
 def render_html(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,

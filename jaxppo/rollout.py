@@ -155,7 +155,8 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
         reward = jnp.clip(step.reward / jnp.sqrt(norm.ret.var + 1e-8), -10.0, 10.0)
         disc = jnp.where(step.done, 0.0, disc)
 
-    done = step.done.astype(jnp.float32)
+    # The logged episode: a whole game where the source says so (`game_over`), else `done`.
+    done = (step.done if step.game_over is None else step.game_over).astype(jnp.float32)
     stats = EpisodeStats(
         carry.stats.return_sum + jnp.sum(done * step.episode_return),
         carry.stats.length_sum + jnp.sum(done * step.episode_length),

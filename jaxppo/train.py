@@ -53,6 +53,10 @@ ENV_METRIC_PREFIX = "env/"
 """Metrics an environment reports at episode end (`episode_metrics`) are logged under this."""
 
 
+RESTART_SALT = 0x5E5E7
+"""Folded into a run's key for the env reset of a resumed host-env run (`restart_episodes`)."""
+
+
 class TrainState(NamedTuple):
     """What the learner owns; checkpoints and evaluation need exactly this."""
 
@@ -273,6 +277,16 @@ class Trainer:
         """The network parameters `init(key)` starts from (orthogonal init)."""
         with self._precision():
             return init_params(self.network, init_keys(key)[0], self.env.obs_shape)
+
+    def restart_episodes(self, runner: RunnerState) -> RunnerState:
+        """`runner` with every env reset and its episode accumulators zeroed, the learner
+        (train state, key, last return) untouched: how a run on a host env resumes, since the
+        host's own state is in no checkpoint. The reset key is derived, never split off."""
+        with self._precision():
+            obs, env_state = self.env.reset(jax.random.fold_in(runner.key, RESTART_SALT))
+            hidden, start = initial_memory(self.network, self.env.num_envs)
+            zeros = jnp.zeros((self.env.num_envs,), jnp.float32)
+            return runner._replace(env=EnvCarry(env_state, obs, zeros, hidden, start))
 
     def run(self, runner: RunnerState, hparams: Hparams | None = None,
             num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:

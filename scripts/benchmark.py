@@ -11,7 +11,10 @@ Sections: `seeds` (SPS and compile time vs vmapped seeds), `envs` (SPS vs num_en
 `resets` (costly resets: 4 vmapped seeds x 16 envs vs one agent of 64 envs, `reset: cond` vs
 `optimistic`, on Craftax-Classic and Brax; not in the default set: it needs those suites),
 `purejaxrl` (jaxppo's `make_train` against PureJaxRL's `ppo.py` on the same config, each run in a
-fresh process, the two interleaved; not in the default set: it needs a PureJaxRL checkout).
+fresh process, the two interleaved; not in the default set: it needs a PureJaxRL checkout),
+`host` (a host env: the io_callback bridge's rollout inside the compiled program vs a
+host-driven rollout around a compiled policy vs the bare vector env, on Gymnasium's CartPole
+and, if EnvPool is installed, its Breakout; not in the default set).
 
     python scripts/benchmark.py --only resets --reset-updates 8
     python scripts/benchmark.py --only purejaxrl --purejaxrl PATH --pjr-seeds 1,32 --repeats 5
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import subprocess
@@ -33,7 +37,9 @@ import numpy as np
 
 from jaxppo import Experiment, PPOConfig, load_config, make_train
 from jaxppo._xla import FLAG, compiler_options
+from jaxppo.episodes import policy_action
 from jaxppo.machine import describe
+from jaxppo.rollout import RolloutSettings, rollout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -284,6 +290,92 @@ def bench_memory(cfg: PPOConfig) -> str:
                  ["num_envs", "num_steps", "updates", "rollout transitions", "peak RSS MiB"], rows)
 
 
+def _bridge_rollouts(train, seeds: int, rollouts: int):
+    """`rollouts` rollouts of `seeds` vmapped agents, the env stepped by the bridge."""
+    c = train.config
+    settings = RolloutSettings(c.num_steps, c.normalize_obs, c.normalize_reward)
+    run_key = jax.random.key(1)
+
+    def one(runner):
+        ts = runner.train_state
+
+        def body(env_carry, key):
+            env_carry, *_ = rollout(key, env_carry, ts.normalizer, ts.params, env=train.env,
+                                    network=train.network, gamma=c.gamma, settings=settings)
+            return env_carry, None
+
+        return jax.lax.scan(body, runner.env, jax.random.split(run_key, rollouts))[0].obs
+
+    runner = jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(0), seeds))
+    return jax.jit(jax.vmap(one)), runner
+
+
+def _host_driven(train, seeds: int, rollouts: int):
+    """The same rollouts driven from Python: a jitted policy call per step, the pool stepped
+    between (no value, log-prob or storage: a lower bound on what a host-driven PPO costs)."""
+    c, env = train.config, train.env
+    ts = jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(0), seeds)).train_state
+    act = jax.jit(jax.vmap(lambda t, o, k, i: policy_action(
+        train.network, t, o, jax.random.fold_in(k, i), deterministic=False, normalize=False),
+        in_axes=(0, 0, 0, None)))
+    pool = env.source
+
+    def run():
+        if pool.num_envs != seeds * c.num_envs:
+            raise RuntimeError("pool size changed")
+        obs = pool.reset(np.arange(pool.num_envs))
+        keys = jax.random.split(jax.random.key(1), seeds)
+        for t in range(rollouts * c.num_steps):
+            o = obs.reshape(seeds, c.num_envs, *obs.shape[1:])
+            a = act(ts, o, keys, t)
+            obs = pool.step(np.asarray(a).reshape(pool.num_envs, *a.shape[2:])).obs
+        return obs
+
+    return run
+
+
+def bench_host(repeats: int, quick: bool) -> str:
+    """Env steps/s of rollouts on host envs, three ways, interleaved (medians of `repeats`)."""
+    cases = [("gymnasium/CartPole-v1", {})]
+    if importlib.util.find_spec("envpool") is not None:  # the envpool extra
+        cases.append(("envpool/Breakout-v5", {}))
+    rows = []
+    for env_id, kwargs in cases:
+        for seeds, num_envs in ([(1, 4)] if quick else [(1, 8), (4, 8), (1, 64)]):
+            cfg = PPOConfig(env_id=env_id, env_kwargs=kwargs, num_envs=num_envs, num_steps=32,
+                            total_timesteps=num_envs * 32, num_minibatches=1, update_epochs=1,
+                            hidden_sizes=(64, 64))
+            rollouts = 1 if quick else 8
+            train = make_train(cfg)
+            bridge, runner = _bridge_rollouts(train, seeds, rollouts)
+            jax.block_until_ready(bridge(runner))  # compile, and the pool of seeds x num_envs
+            driven = _host_driven(train, seeds, rollouts)
+            driven()
+            pool = train.env.source
+            steps = seeds * num_envs * rollouts * cfg.num_steps
+            times = {"bridge": [], "driven": [], "bare": []}
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                jax.block_until_ready(bridge(runner))
+                times["bridge"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                driven()
+                times["driven"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                zero = np.zeros((pool.num_envs, *train.env.action_shape),
+                                np.float32 if not train.env.discrete else np.int32)
+                for _ in range(rollouts * cfg.num_steps):
+                    pool.step(zero)
+                times["bare"].append(time.perf_counter() - t0)
+            sps = {k: f"{steps / float(np.median(v)):,.0f}" for k, v in times.items()}
+            rows.append([env_id, seeds, num_envs, sps["bridge"], sps["driven"], sps["bare"]])
+            train.env.close()
+    return table("Host environments: env steps/s of rollouts (io_callback bridge vs host-driven "
+                 "vs the bare pool)", ["env", "seeds", "num_envs", "bridge (one compiled scan)",
+                                       "host-driven (jitted policy per step)",
+                                       "bare pool (no policy)"], rows)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--config", default=os.path.join(ROOT, "configs", "cartpole.yaml"))
@@ -326,6 +418,7 @@ def main() -> None:
         "logging": lambda: bench_logging(cfg, 1, repeats),
         "dtype": lambda: bench_dtype(cfg, repeats),
         "memory": lambda: bench_memory(cfg),
+        "host": lambda: bench_host(repeats, args.quick),
         "resets": lambda: bench_resets(args.reset_configs.split(","),
                                        1 if args.quick else args.reset_updates, repeats,
                                        num_steps=8 if args.quick else args.reset_steps),

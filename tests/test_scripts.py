@@ -108,3 +108,8 @@ def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
               str(tmp_path), "--out", str(tmp_path / "suite"))
     assert "| purejaxrl | PureJaxRL ppo.py (shimmed) | 1 |" in out
     assert "| purejaxrl | jaxppo, same config | 1 |" in out
+
+
+def test_benchmark_host_quick():
+    out = run("scripts/benchmark.py", "--quick", "--only", "host")
+    assert "| gymnasium/CartPole-v1 | 1 | 4 |" in out

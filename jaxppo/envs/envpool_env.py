@@ -195,8 +195,8 @@ class EnvPoolSource:
         self._options = options
         self._family = _family(envpool, task)
         self._pool: Any = None
-        self._fresh_seed: int | None = None  # the seed of a pool built and not yet reset
-        self._build(0)
+        self._fresh_seed: tuple[int, ...] | None = None  # seeds of a pool built, not yet reset
+        self._build(self._seeds(0))
         obs_space = self._pool.observation_space
         _space(obs_space, "observation", self.env_id)
         _space(self._pool.action_space, "action", self.env_id)
@@ -224,13 +224,22 @@ class EnvPoolSource:
                                                          np.float32)
         self.max_episode_steps = int(self._pool.spec.config.max_episode_steps)
 
-    def _build(self, seed: int) -> None:
-        """A fresh pool whose env i is seeded `seed + i` (EnvPool's seeds are fixed at
+    def _seeds(self, seed: int | np.ndarray) -> tuple[int, ...]:
+        """Env i's seed: `seed + i` for an int, `seed[i]` for the bridge's array [M]."""
+        if np.ndim(seed) == 0:
+            return tuple((int(seed) + i) % _SEED_RANGE for i in range(self.num_envs))
+        seeds = np.asarray(seed).reshape(-1)
+        if seeds.size != self.num_envs:
+            raise ValueError(f"{self.env_id}: {seeds.size} seeds for {self.num_envs} envs")
+        return tuple(int(s) % _SEED_RANGE for s in seeds)
+
+    def _build(self, seeds: tuple[int, ...]) -> None:
+        """A fresh pool whose env i is seeded `seeds[i]` (EnvPool's seeds are fixed at
         `make`: `reset(seed=...)` on a pool is ignored, so a new seed needs a new pool)."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        seeds = [(seed + i) % _SEED_RANGE for i in range(self.num_envs)]
+        seeds = list(seeds)
         render = {"render_mode": "rgb_array"} if self._family == "atari" else {}
         try:
             with warnings.catch_warnings():
@@ -248,13 +257,15 @@ class EnvPoolSource:
             raise ConfigError(f"config key 'env_kwargs': envpool.make({self._task!r}, "
                               f"num_envs={self.num_envs}, {self._options}) refused: {text}"
                               ) from None
-        self._fresh_seed = seed
+        self._fresh_seed = tuple(seeds)
         self._ids = np.arange(self.num_envs, dtype=np.int32)
 
-    def reset(self, seed: int) -> np.ndarray:
-        """Every env afresh, env i from `seed + i`; the same seed gives the same episodes."""
-        if self._fresh_seed != seed:
-            self._build(seed)
+    def reset(self, seed: int | np.ndarray) -> np.ndarray:
+        """Every env afresh, env i from `seed + i` (or `seed[i]`); the same seeds give the
+        same episodes."""
+        seeds = self._seeds(seed)
+        if self._fresh_seed != seeds:
+            self._build(seeds)
         self._fresh_seed = None
         obs, info = self._pool.reset()
         return self._obs(obs)[np.argsort(info["env_id"])]

@@ -14,6 +14,11 @@ Two notions of "an episode ended" are kept apart, for Atari's published conventi
 that return adds up (the game score, unclipped) while `reward` is the one trained on (clipped).
 Every other source sets `score = reward` and `game_over = terminated | truncated`.
 
+A source module exposes `PREFIX` ("gymnasium/"), `SUITE`, `INSTALL_HINT`, `env_ids()` (or
+`check_id(name)`, raising one ConfigError line), `make_source(name, num_envs, kwargs,
+evaluation) -> HostSource` and optionally `RENDER_KWARGS`; `registry.HOST_SOURCES` lists the
+modules by prefix.
+
 Axis legend: M = the source's environments (num_envs x the vmapped agents sharing one pool).
 """
 
@@ -39,7 +44,12 @@ class HostStep(NamedTuple):
 class HostSource(Protocol):
     """M environments on the host, stepped together. Built by a source module's
     `make_source(name, num_envs, kwargs, evaluation)`; `evaluation=True` asks for the setting a
-    score is measured under (Atari: no episodic life, no reward clipping)."""
+    score is measured under (Atari: no episodic life, no reward clipping). `kwargs` are the
+    config's `env_kwargs`, plus `max_episode_steps` where the config sets it (the source
+    truncates there) and, for `jaxppo eval --gif`, the module's optional `RENDER_KWARGS`.
+    A refusal (a bad kwarg, a num_envs it cannot give, a missing package) is one
+    `ConfigError` line. The bridge builds a pool at the size it is stepped with (num_envs, or
+    S x num_envs for S vmapped agents) and checks every array's shape and dtype."""
 
     env_id: str  # e.g. "envpool/Breakout-v5"
     num_envs: int  # M
@@ -47,8 +57,13 @@ class HostSource(Protocol):
     action_space: Any  # a gymnasium Discrete, MultiDiscrete or Box
     max_episode_steps: int | None  # the source's own time limit, if it states one
 
-    def reset(self, seed: int) -> np.ndarray:
-        """Start every env afresh (env i from `seed + i`); returns obs [M, *obs_shape]."""
+    def reset(self, seed: int | np.ndarray) -> np.ndarray:
+        """Start every env afresh; returns obs [M, *obs_shape]. `seed` is an int (env i from
+        `seed + i`) or, as the bridge passes it, an int array [M] (env i from `seed[i]`): agents
+        sharing one pool each seed their own N envs (agent a: seed_a + 0..N-1), so a pool of
+        S agents plays what each would alone. A source that can only seed a whole pool takes
+        `int(seed[0])`: right for one agent, and still one run per seed for several.
+        May be called again (a resumed run, a new evaluation): every env restarts."""
         ...
 
     def step(self, action: np.ndarray) -> HostStep:

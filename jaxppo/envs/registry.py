@@ -8,9 +8,11 @@
     custom/<anything>              a label for an environment instance handed to `make_train`
                                    or `Experiment` as `env=` (it names the run, builds nothing)
     brax/hopper, playground/CartpoleBalance, craftax/Craftax-Classic-Symbolic-v1,
-    jumanji/Snake-v1, navix/Navix-Empty-5x5-v0, xminigrid/MiniGrid-Empty-6x6,
-    envpool/Breakout-v5             a host source's id (EnvPool: `envpool_env.make_source`)
+    jumanji/Snake-v1, navix/Navix-Empty-5x5-v0, xminigrid/MiniGrid-Empty-6x6
                                    a suite's id, through that suite's adapter (an optional extra)
+    gymnasium/CartPole-v1, envpool/Breakout-v5
+                                   an environment on the host (`HOST_SOURCES`), stepped by the
+                                   bridge of `host.py` from inside the compiled program
 
 Suites are looked up through their adapter module (`SOURCES`); each imports its package only
 when one of its ids is asked for, and says which `pip install` it needs when it is missing.
@@ -31,6 +33,7 @@ from typing import Any
 import jaxppo.envs.brax_env as brax_env
 import jaxppo.envs.craftax_env as craftax_env
 import jaxppo.envs.envpool_env as envpool_env
+import jaxppo.envs.gymnasium_env as gymnasium_env
 import jaxppo.envs.gymnax_env as gymnax_env
 import jaxppo.envs.jumanji_env as jumanji_env
 import jaxppo.envs.navix_env as navix_env
@@ -39,8 +42,12 @@ import jaxppo.envs.xminigrid_env as xminigrid_env
 from jaxppo.errors import ConfigError
 
 SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (
-    brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env, envpool_env)}
+    brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env)}
 """Suite prefix (`brax/`) -> its adapter module (PREFIX, INSTALL_HINT, env_ids(), make())."""
+
+HOST_SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (gymnasium_env, envpool_env)}
+"""Host source prefix (`gymnasium/`) -> its module (PREFIX, SUITE, INSTALL_HINT, `env_ids()` or
+`check_id(name)`, `make_source(name, num_envs, kwargs, evaluation)`: `host_source.py`)."""
 
 CUSTOM_PREFIX = "custom/"
 PROBE_PREFIX = "probe/"
@@ -69,12 +76,13 @@ def register_env(env_id: str, factory: Callable[..., Any], *, overwrite: bool = 
                         + (f"an instance of {type(factory).__qualname__}; register its class, "
                            "or pass the instance as env= to make_train / Experiment"
                            if instance else type(factory).__qualname__))
-    reserved = next((p for p in (*SOURCES, CUSTOM_PREFIX, PROBE_PREFIX) if env_id.startswith(p)),
-                    None)
+    reserved = next((p for p in (*SOURCES, *HOST_SOURCES, CUSTOM_PREFIX, PROBE_PREFIX)
+                     if env_id.startswith(p)), None)
     if reserved or ":" in env_id:
         why = (f"the prefix {reserved!r} belongs to " + (
             "environment instances (env=)" if reserved == CUSTOM_PREFIX else "jaxppo's probes"
-            if reserved == PROBE_PREFIX else f"the {SOURCES[reserved].SUITE} suite")
+            if reserved == PROBE_PREFIX else
+            f"the {_SUITES[reserved].SUITE} suite")
                if reserved else "a ':' reads as module.path:Name")
         raise ConfigError(f"register_env({env_id!r}): {why}, so this id would never name your "
                           "environment; register it under another name (e.g. MyTask-v0)")
@@ -120,6 +128,28 @@ def available_env_ids() -> list[str]:
 
 def source_of(env_id: str) -> ModuleType | None:
     return next((m for p, m in SOURCES.items() if env_id.startswith(p)), None)
+
+
+_SUITES = {**SOURCES, **HOST_SOURCES}
+
+
+def host_source_of(env_id: str) -> ModuleType | None:
+    """The host source module whose prefix `env_id` has (`gymnasium/...`), else None."""
+    return next((m for p, m in HOST_SOURCES.items() if env_id.startswith(p)), None)
+
+
+def check_host_id(env_id: str) -> None:
+    """A host source's id, checked by its module (one line: unknown id with close matches, or
+    the missing extra); nothing is built."""
+    source = host_source_of(env_id)
+    name = env_id[len(source.PREFIX):]
+    check = getattr(source, "check_id", None)
+    if check is not None:
+        check(name)
+        return
+    ids = list(source.env_ids())
+    if name not in ids:
+        raise _unknown(env_id, [source.PREFIX + i for i in ids], f"{source.SUITE} environment")
 
 
 def is_import_path(env_id: str) -> bool:
@@ -178,6 +208,9 @@ def check_env_id(env_id: str) -> None:
         _import_target(env_id)
         return
     if env_id.startswith(CUSTOM_PREFIX) and len(env_id) > len(CUSTOM_PREFIX):
+        return
+    if host_source_of(env_id) is not None:
+        check_host_id(env_id)
         return
     source = source_of(env_id)
     if source is not None:
@@ -242,6 +275,10 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
                           "pass it as env= from Python (make_train, Experiment, load_policy, "
                           "jaxppo.evaluate(run_dir, env=...)), or name an importable one: "
                           "env_id: mypkg.module:MyEnv")
+    if host_source_of(env_id) is not None:
+        raise ConfigError(f"config key 'env_id': {env_id!r} lives on the host and has no "
+                          "single-env JAX form; build it with VecEnv.from_config(config, n) "
+                          "(a HostVecEnv), as make_train does")
     kwargs = dict(env_kwargs or {})
     label = f"environment {env_id!r}"
     source = source_of(env_id)

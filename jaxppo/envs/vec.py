@@ -19,10 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxppo.envs.host import HostVecEnv
 from jaxppo.envs.protocol import EnvInfo, inspect_env
-from jaxppo.envs.registry import make_env
+from jaxppo.envs.registry import host_source_of, make_env
 from jaxppo.envs.resets import RESETS, ResetPool, default_reset_batch, hand_out
 from jaxppo.envs.spaces import ActionSpec
+from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError
 
 
@@ -50,29 +52,6 @@ def own_time_limit(env: Any, env_id: str) -> int | None:
         raise ConfigError(f"environment {env_id!r}: its max_episode_steps is {value!r}; use a "
                           "positive integer, or None for no time limit")
     return steps
-
-
-class EnvState(NamedTuple):
-    """Batched env state plus the running statistics of each env's current episode."""
-
-    inner: Any  # the env's own state, leaves [N, ...]
-    episode_return: jax.Array  # [N] undiscounted return so far
-    episode_length: jax.Array  # [N] steps so far
-    mask: jax.Array | None = None  # [N, A] bool legal actions at the current obs (masked envs)
-    pool: ResetPool | None = None  # reset states drawn ahead (`reset: optimistic` only)
-
-
-class EnvStep(NamedTuple):
-    """What one vectorised step hands to the rollout. All arrays lead with N."""
-
-    obs: jax.Array  # [N, *obs_shape] observation to act on next (reset obs where done)
-    final_obs: jax.Array  # [N, *obs_shape] true next state s'_t (pre-reset where done)
-    reward: jax.Array  # [N]
-    terminated: jax.Array  # [N] bool: s'_t is terminal, its value is 0
-    done: jax.Array  # [N] bool: the episode ended (terminated or truncated by a time limit)
-    episode_return: jax.Array  # [N] return of the episode that ended here (valid where done)
-    episode_length: jax.Array  # [N]
-    metrics: dict[str, jax.Array] = {}  # name -> [N] the env's episode metrics at s'_t
 
 
 class StepRandomness(NamedTuple):
@@ -161,8 +140,12 @@ class VecEnv:
 
     @classmethod
     def from_config(cls, config: Any, num_envs: int, env: Any = None,
-                    env_params: Any = None) -> VecEnv:
-        """The VecEnv a `PPOConfig` describes (its env keys), with `num_envs` copies."""
+                    env_params: Any = None, *, evaluation: bool = False) -> VecEnv | HostVecEnv:
+        """The VecEnv a `PPOConfig` describes (its env keys), with `num_envs` copies; a
+        `HostVecEnv` (same interface) for an id of a host source (`gymnasium/`, ...), in the
+        source's evaluation setting with `evaluation` (JAX envs have one setting)."""
+        if env is None and host_source_of(config.env_id) is not None:
+            return HostVecEnv.from_config(config, num_envs, evaluation=evaluation)
         return cls(config.env_id, num_envs, env=env, env_params=env_params,
                    env_kwargs=config.env_kwargs, obs_field=config.obs_field,
                    max_episode_steps=config.max_episode_steps,
