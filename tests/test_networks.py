@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from jaxppo import PPOConfig
 from jaxppo.envs import Box, VecEnv
 from jaxppo.envs.probes import ProbeState, _Probe
-from jaxppo.networks import Categorical, DiagGaussian, init_params, make_network
+from jaxppo.networks import Categorical, Conv, DiagGaussian, init_params, make_network
 
 
 @pytest.mark.parametrize("env_id,discrete", [("CartPole-v1", True), ("Pendulum-v1", False),
@@ -181,3 +182,21 @@ def test_policy_act_on_uint8_frames_acts_as_in_training():
     frames = jax.random.randint(jax.random.key(1), (64, 36, 36, 2), 0, 256).astype(jnp.uint8)
     np.testing.assert_array_equal(policy.act(frames),
                                   net.apply(ts.params, frames, method="policy").mode())
+
+
+@pytest.mark.parametrize("shape,features,kernel,stride", [
+    ((84, 84, 4), 32, 8, 4), ((20, 20, 32), 64, 4, 2), ((9, 9, 64), 64, 3, 1),
+    ((10, 10, 4), 16, 3, 1), ((85, 87, 3), 8, 8, 4), ((11, 13, 2), 5, 4, 2)])
+def test_conv_as_matmul_is_flax_conv(shape, features, kernel, stride):
+    """jaxppo's conv layer (a matmul over space-to-depth patches on the CPU) has flax nn.Conv's
+    parameters, drawn alike, and computes its function: same shapes, values to float rounding,
+    including inputs the stride does not divide (the unread edge is cropped)."""
+    x = jax.random.normal(jax.random.key(1), (3, *shape))
+    ref = nn.Conv(features, (kernel, kernel), (stride, stride), padding="VALID")
+    params = ref.init(jax.random.key(0), x)
+    mine = Conv(features, kernel, stride)
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), params,
+                                     mine.init(jax.random.key(0), x)))
+    want, got = ref.apply(params, x), mine.apply(params, x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)

@@ -90,7 +90,16 @@ def _envpool(env_id: str = "") -> ModuleType:
 
 
 def env_ids() -> list[str]:
-    return [PREFIX + name for name in _envpool().list_all_envs()]
+    """EnvPool's task names (`Breakout-v5`), without the prefix, as the registry lists them."""
+    return list(_envpool().list_all_envs())
+
+
+def check_id(name: str) -> None:
+    """`name` is one of EnvPool's tasks, or one line (close matches; the ROM folder for an
+    Atari-looking id; the missing extra)."""
+    names = _envpool(PREFIX + name).list_all_envs()
+    if name not in names:
+        raise _unknown(PREFIX + name, names)
 
 
 def suggest_id(env_id: str) -> str | None:
@@ -159,11 +168,8 @@ def make_source(name: str, num_envs: int, kwargs: dict[str, Any], evaluation: bo
     """The module's entry point: `num_envs` envs of EnvPool's task `name` (e.g. `Breakout-v5`)
     as a `HostSource`. Everything that can be refused is refused here, in one line, before the
     bridge compiles anything: the pool is built once (and rebuilt by `reset(seed)`)."""
-    env_id = PREFIX + name
-    envpool = _envpool(env_id)
-    names = envpool.list_all_envs()
-    if name not in names:
-        raise _unknown(env_id, names)
+    check_id(name)
+    envpool = _envpool(PREFIX + name)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
         raise ConfigError(f"config key 'num_envs': {SUITE} needs at least one environment, got "
                           f"{num_envs!r}")

@@ -229,7 +229,7 @@ def check_env_id(env_id: str) -> None:
     brax_id = brax_env.suggest_brax_id(env_id)
     if brax_id:
         hint = f"did you mean the Brax environment {brax_id!r}?"
-    for module in SOURCES.values():
+    for module in _SUITES.values():
         suggest = getattr(module, "suggest_id", None)
         hit = suggest(env_id) if suggest else None
         if hit and not hint:
