@@ -16,7 +16,7 @@ import sys
 import jax
 import pytest
 
-from jaxppo import PPOConfig, make_train
+from jaxppo import make_train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH_DIMS = re.compile(r"custom_call @(lapack_\w+)\(.*?num_batch_dims = \"(\d+)\"")
@@ -41,25 +41,29 @@ def test_vmapped_programs_hold_no_batched_lapack_call(tiny_config, change):
 
 HANGS = """
 import jax, jaxppo
-c = jaxppo.PPOConfig(env_id="CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64,
-                     num_minibatches=2, update_epochs=1, hidden_sizes=(512, 512))
-train = jax.jit(jax.vmap(jaxppo.make_train(c)))
+from jaxppo.networks import orthogonal
+init = orthogonal(2 ** 0.5)
+draw = jax.jit(jax.vmap(lambda k: [init(kk, (512, 512)) for kk in jax.random.split(k, 4)]))
 keys = jax.random.split(jax.random.key(0), 2)
-for _ in range(3):
-    jax.block_until_ready(train(keys))
+for _ in range(5):
+    jax.block_until_ready(draw(keys))
 print("ok")
 """
-"""The smallest jaxppo program that deadlocked (BENCHMARKS.md: 3 runs of 3 hung before the fix):
-2 vmapped seeds of 512-wide layers, whose inits were batched QRs long enough to overlap."""
+"""The smallest program found that deadlocks: the kernel inits of 2 vmapped seeds of four
+512-wide layers. With flax's orthogonal initializer (one batched QR per layer) it hung 3 runs in
+3 with XLA:CPU's concurrency-optimized scheduler on, 0 in 5 with jaxppo's flag (BENCHMARKS.md)."""
 
 
-def test_vmapped_wide_network_finishes():
-    """Run in a subprocess with jaxppo's own XLA flags, so a deadlock fails by timeout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAXPPO_KEEP_XLA_FLAGS")}
+def test_vmapped_orthogonal_init_finishes():
+    """A subprocess with the scheduler flag off (where the batched QR hangs nearly every time;
+    jaxppo's programs must not need the flag), so a deadlock fails by timeout, not forever."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAXPPO_KEEP_XLA_FLAGS"] = "1"
     try:
         proc = subprocess.run([sys.executable, "-c", HANGS], capture_output=True, text=True,
-                              timeout=240, env=env, cwd=ROOT)
+                              timeout=120, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        pytest.fail("2 vmapped seeds of a 512-wide CartPole network did not finish in 240 s: the "
-                    "XLA:CPU deadlock of batched LAPACK calls is back (tests/test_hang.py)")
+        pytest.fail("vmapped orthogonal inits of 512x512 kernels did not finish in 120 s: a "
+                    "batched LAPACK QR is back in jaxppo's init, and XLA:CPU deadlocked on it "
+                    "(tests/test_hang.py, BENCHMARKS.md)")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-1500:]
