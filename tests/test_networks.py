@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from jaxppo import PPOConfig
 from jaxppo.envs import VecEnv
-from jaxppo.networks import Categorical, DiagGaussian, init_params, make_network
+from jaxppo.networks import Categorical, DiagGaussian, init_params, make_network, orthogonal
 
 
 @pytest.mark.parametrize("env_id,discrete", [("CartPole-v1", True), ("Pendulum-v1", False),
@@ -108,3 +109,20 @@ def test_cnn_torso_trains_through_make_train():
     out = jax.jit(make_train(cfg))(jax.random.key(0))
     assert out.metrics["policy_loss"].shape == (2,)
     assert np.isfinite(out.metrics["value_loss"]).all()
+
+
+@pytest.mark.parametrize("change", [{}, {"network": "gru"}])
+def test_vmapped_init_is_each_seeds_own_init(change):
+    """Seeds vmapped together start from exactly the params each gets alone, and flax's
+    orthogonal init for one seed is unchanged (jaxppo only reorders a vmapped draw's QRs)."""
+    cfg = PPOConfig(env_id="CartPole-v1", hidden_sizes=(16, 8), **change)
+    env = VecEnv("CartPole-v1", 2)
+    net = make_network(cfg, env)
+    keys = jax.random.split(jax.random.key(3), 3)
+    together = jax.jit(jax.vmap(lambda k: init_params(net, k, env.obs_shape)))(keys)
+    for i, key in enumerate(keys):
+        alone = init_params(net, key, env.obs_shape)
+        assert jax.tree.all(jax.tree.map(lambda a, b, i=i: bool((a[i] == b).all()), together,
+                                         alone))
+    key = jax.random.key(4)
+    assert bool((orthogonal(2.0)(key, (5, 7)) == nn.initializers.orthogonal(2.0)(key, (5, 7))).all())
