@@ -44,7 +44,7 @@ def orthogonal(scale: float = 1.0):
     jaxlib 0.10's CPU QR kernel splits a batch over XLA:CPU's thread pool from inside one of
     that pool's threads and blocks until the pieces finish: two such kernels at once on a
     2-thread pool both wait for work no thread is left to run, a deadlock at 0% CPU (vmapped
-    Craftax's 512-wide layers every time, with or without the scheduler flag; BENCHMARKS.md).
+    Craftax's 512-wide layers every time, even with jaxppo's scheduler flag; BENCHMARKS.md).
     A member's draw is exactly the draw it makes alone, so seeds keep their values."""
     draw_one = nn.initializers.orthogonal(scale)
 
