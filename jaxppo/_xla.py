@@ -1,18 +1,21 @@
-"""XLA:CPU settings jaxppo needs.
+"""XLA:CPU settings jaxppo sets.
 
-XLA:CPU's concurrency-optimized thunk scheduler (on by default in jaxlib 0.10) deadlocks some
-vmapped training programs at 0% CPU after compiling: 2 vmapped seeds of
-`configs/minatar_breakout.yaml`, PureJaxRL's ppo.py at 16 seeds, and (2026-11-22) the default
-CartPole config at 16 vmapped seeds, 2 times in 11. So `import jaxppo` turns it off for the
-process (XLA_FLAGS, before JAX creates its CPU backend), which also protects the programs users
-jit themselves; JAX's plugin hook (`jax_plugins/jaxppo_xla_flags.py`) sets it at backend creation
-too, so importing a suite (gymnax starts the backend at import) before jaxppo loses nothing.
-Passing the same option per program (`compile(compiler_options=...)`, which XLA accepts) does
-not help: with it alone, the 16-seed program still hung (1 run in 7) and ran at the
-scheduler-on speed, i.e. the option is not read per program (BENCHMARKS.md). The cost of the
-flag is throughput on some shapes (16 CartPole seeds: ~135k instead of ~173k SPS, median of 5
-interleaved; 1 seed: no difference). Set JAXPPO_KEEP_XLA_FLAGS=1 to leave XLA_FLAGS exactly as
-you set them, hangs included.
+Vmapped training programs deadlocked at 0% CPU after compiling (vmapped Craftax every time; 2
+seeds of `configs/minatar_breakout.yaml`, PureJaxRL's ppo.py at 16 seeds and the default
+CartPole config at 16 seeds now and then). The cause is jaxlib 0.10's CPU LAPACK kernels: a
+batched QR (orthogonal init under a vmap over seeds) hands its batch to XLA:CPU's thread pool
+from inside a thread of that pool and blocks; two at once on a 2-thread pool wait forever
+(native stacks, BENCHMARKS.md). jaxppo's init no longer batches a QR
+(`jaxppo.networks.orthogonal`), so its programs do not need anything here.
+
+`import jaxppo` still turns off the concurrency-optimized thunk scheduler for the process
+(XLA_FLAGS, before JAX creates its CPU backend): it does not prevent the deadlock (Craftax hung
+with it) but makes it rarer (the smallest hanging program: 3 runs in 3 without it, 0 in 5 with
+it), which protects programs users vmap themselves, and it costs no measurable throughput now
+(CartPole, 1 and 16 seeds). JAX's plugin hook (`jax_plugins/jaxppo_xla_flags.py`) sets it at
+backend creation too, so importing a suite (gymnax starts the backend at import) before jaxppo
+loses nothing. Passed per program (`compile(compiler_options=...)`, which XLA accepts) the
+option is not read. Set JAXPPO_KEEP_XLA_FLAGS=1 to leave XLA_FLAGS exactly as you set them.
 """
 
 from __future__ import annotations

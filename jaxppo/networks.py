@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jax.custom_batching import custom_vmap
 
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
@@ -34,6 +35,31 @@ the entropy's `p * log p` at 0 instead of NaN."""
 def mask_logits(logits: jax.Array, mask: jax.Array | None) -> jax.Array:
     """Illegal actions (mask False) get zero probability; gradients do not reach their logits."""
     return logits if mask is None else jnp.where(mask, logits, MASKED_LOGIT)
+
+
+def orthogonal(scale: float = 1.0):
+    """Flax's orthogonal initializer, except that a vmapped draw (seeds, or several networks)
+    runs one member's QR at a time instead of one batched QR.
+
+    jaxlib 0.10's CPU QR kernel splits a batch over XLA:CPU's thread pool from inside one of
+    that pool's threads and blocks until the pieces finish: two such kernels at once on a
+    2-thread pool both wait for work no thread is left to run, a deadlock at 0% CPU (vmapped
+    Craftax's 512-wide layers every time, even with jaxppo's scheduler flag; BENCHMARKS.md).
+    A member's draw is exactly the draw it makes alone, so seeds keep their values."""
+    draw_one = nn.initializers.orthogonal(scale)
+
+    def init(key: jax.Array, shape, dtype=jnp.float32) -> jax.Array:
+        @custom_vmap
+        def draw(k):
+            return draw_one(k, shape, dtype)
+
+        @draw.def_vmap
+        def _one_member_at_a_time(axis_size, in_batched, k):
+            return jax.lax.map(draw, k), True
+
+        return draw(key)
+
+    return init
 
 
 class Categorical(NamedTuple):
@@ -215,16 +241,16 @@ class MLP(nn.Module):
             for i, (filters, kernel, stride) in enumerate(self.conv):
                 # named as nn.Conv's were, so checkpoints from before load unchanged
                 x = Conv(filters, kernel, stride, dtype=self.dtype, name=f"Conv_{i}",
-                         kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x)
+                         kernel_init=orthogonal(np.sqrt(2)))(x)
                 x = nn.relu(x)
             x = x.reshape((*lead, -1))
         for width in self.hidden_sizes:
             x = nn.Dense(width, dtype=self.dtype, param_dtype=jnp.float32,
-                         kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
+                         kernel_init=orthogonal(np.sqrt(2)),
                          bias_init=nn.initializers.zeros)(x)
             x = act(x)
         x = nn.Dense(self.out_dim, dtype=self.dtype, param_dtype=jnp.float32,
-                     kernel_init=nn.initializers.orthogonal(self.out_gain),
+                     kernel_init=orthogonal(self.out_gain),
                      bias_init=nn.initializers.zeros)(x)
         return x.astype(jnp.float32)
 
@@ -299,7 +325,8 @@ class RecurrentActorCritic(nn.Module):
                            dtype=self.dtype, conv=CONV_STACKS[self.torso],
                            pixels=self.torso in _PIXEL_TORSOS)
         cell_cls = nn.GRUCell if self.cell == "gru" else nn.OptimizedLSTMCell
-        self.rnn = cell_cls(features=self.rnn_size, param_dtype=jnp.float32)
+        self.rnn = cell_cls(features=self.rnn_size, param_dtype=jnp.float32,
+                            recurrent_kernel_init=orthogonal())
         kw = dict(hidden_sizes=(self.hidden_sizes[-1],), activation=self.activation,
                   dtype=self.dtype)
         self.actor = MLP(out_dim=self.action_dim, out_gain=0.01, **kw)

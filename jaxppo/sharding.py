@@ -140,9 +140,10 @@ class _MeshPlacement:
         """Each run's initial network params from the host `keys`, computed on one device and
         then placed on the mesh (replicated for envs, split for seeds).
 
-        Not inside the sharded program: orthogonal init is a batched LAPACK QR, and jaxlib's
+        Not inside the sharded program: orthogonal init was a batched LAPACK QR, and jaxlib's
         CPU QR kernel, run by several host devices at once, deadlocked (it waits on a shared
         thread pool; seen in about half of the env-sharded runs on 4 host devices, 2 cores).
+        `jaxppo.networks.orthogonal` now draws one seed's QR at a time (tests/test_hang.py).
         """
         return put_global(jax.device_get(self._params_fn(keys)), self.inputs)
 

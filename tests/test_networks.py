@@ -11,7 +11,14 @@ import pytest
 from jaxppo import PPOConfig
 from jaxppo.envs import Box, VecEnv
 from jaxppo.envs.probes import ProbeState, _Probe
-from jaxppo.networks import Categorical, Conv, DiagGaussian, init_params, make_network
+from jaxppo.networks import (
+    Categorical,
+    Conv,
+    DiagGaussian,
+    init_params,
+    make_network,
+    orthogonal,
+)
 
 
 @pytest.mark.parametrize("env_id,discrete", [("CartPole-v1", True), ("Pendulum-v1", False),
@@ -200,3 +207,19 @@ def test_conv_as_matmul_is_flax_conv(shape, features, kernel, stride):
     want, got = ref.apply(params, x), mine.apply(params, x)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+@pytest.mark.parametrize("change", [{}, {"network": "gru"}])
+def test_vmapped_init_is_each_seeds_own_init(change):
+    """Seeds vmapped together start from exactly the params each gets alone, and flax's
+    orthogonal init for one seed is unchanged (jaxppo only reorders a vmapped draw's QRs)."""
+    cfg = PPOConfig(env_id="CartPole-v1", hidden_sizes=(16, 8), **change)
+    env = VecEnv("CartPole-v1", 2)
+    net = make_network(cfg, env)
+    keys = jax.random.split(jax.random.key(3), 3)
+    together = jax.jit(jax.vmap(lambda k: init_params(net, k, env.obs_shape)))(keys)
+    for i, key in enumerate(keys):
+        alone = init_params(net, key, env.obs_shape)
+        assert jax.tree.all(jax.tree.map(lambda a, b, i=i: bool((a[i] == b).all()), together,
+                                         alone))
+    key = jax.random.key(4)
+    assert bool((orthogonal(2.0)(key, (5, 7)) == nn.initializers.orthogonal(2.0)(key, (5, 7))).all())

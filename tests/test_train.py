@@ -151,8 +151,8 @@ def test_make_train_rejects_non_config():
 
 def test_vmapped_minatar_does_not_hang():
     # Regression: with XLA:CPU's concurrency-optimized scheduler on, this exact program (2 vmapped
-    # seeds, 64 MinAtar envs) compiled and then deadlocked at 0% CPU. jaxppo turns it off at
-    # import (jaxppo/_xla.py); run in a subprocess so a hang fails by timeout, not forever.
+    # seeds, 64 MinAtar envs) compiled and then deadlocked at 0% CPU: the batched QR of
+    # orthogonal init (tests/test_hang.py). Run in a subprocess so a hang fails by timeout.
     import os
     import subprocess
     import sys
