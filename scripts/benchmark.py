@@ -223,6 +223,8 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None) -> d
 
 PJR_SYSTEMS = {
     "jaxppo": ("jaxppo make_train", {}),
+    "jaxppo-noflag": ("jaxppo make_train, scheduler flag off",
+                      {"JAXPPO_KEEP_XLA_FLAGS": "1", "XLA_FLAGS": ""}),
     "purejaxrl": ("PureJaxRL ppo.py, scheduler flag off (as its users run it)",
                   {"JAXPPO_KEEP_XLA_FLAGS": "1", "XLA_FLAGS": ""}),
     "purejaxrl-flag": ("PureJaxRL ppo.py, jaxppo's scheduler flag on", {}),
@@ -368,12 +370,37 @@ def bench_host(repeats: int, quick: bool) -> str:
                     pool.step(zero)
                 times["bare"].append(time.perf_counter() - t0)
             sps = {k: f"{steps / float(np.median(v)):,.0f}" for k, v in times.items()}
-            rows.append([env_id, seeds, num_envs, sps["bridge"], sps["driven"], sps["bare"]])
             train.env.close()
+            sps["sb3"] = (_sb3_subproc_sps(env_id, num_envs, rollouts * cfg.num_steps, repeats)
+                          if env_id.startswith("envpool/") and seeds == 1 and num_envs <= 8
+                          and not quick else "-")
+            rows.append([env_id, seeds, num_envs, sps["bridge"], sps["driven"], sps["bare"],
+                         sps["sb3"]])
     return table("Host environments: env steps/s of rollouts (io_callback bridge vs host-driven "
-                 "vs the bare pool)", ["env", "seeds", "num_envs", "bridge (one compiled scan)",
-                                       "host-driven (jitted policy per step)",
-                                       "bare pool (no policy)"], rows)
+                 "vs the bare pool vs SB3's SubprocVecEnv)",
+                 ["env", "seeds", "num_envs", "bridge (one compiled scan)",
+                  "host-driven (jitted policy per step)", "bare pool (no policy)",
+                  "SB3 SubprocVecEnv + Atari wrappers (no policy)"], rows)
+
+
+def _sb3_subproc_sps(env_id: str, num_envs: int, steps: int, repeats: int) -> str:
+    """Env steps/s of SB3's Atari pipeline for the same game (ALE under SB3's Atari wrappers,
+    one process per env, 4 frames stacked), stepped with no-ops and no policy."""
+    from jaxppo.sb3_side import make_vec  # the compare extra (torch, SB3, ale-py, opencv)
+
+    vec = make_vec("atari", env_id, num_envs, subproc=True, seed=0)
+    try:
+        vec.reset()
+        zero = np.zeros((num_envs,), np.int64)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                vec.step(zero)
+            times.append(time.perf_counter() - t0)
+    finally:
+        vec.close()
+    return f"{num_envs * steps / float(np.median(times)):,.0f}"
 
 
 def main() -> None:
