@@ -62,6 +62,8 @@ GYMNASIUM_PREFIX = "gymnasium/"
 TORSOS = {"classic": ("mlp",), "gymnasium": ("mlp",), "minatar": ("mlp", "cnn"),
           "atari": ("nature_cnn",)}
 """Per kind of env, the torsos whose twin the SB3 side builds (`sb3_side.policy_setup`)."""
+ATARI_SB3_SETTINGS = {"episodic_life": True, "reward_clip": True}
+"""EnvPool settings an Atari config may spell out: SB3's `AtariWrapper` trains that way too."""
 
 INSTALL_HINT = ("jaxppo compare needs the compare extra: pip install 'jaxppo[compare]' "
                 "(it pins torch==2.13.0, the local CPU build; an unpinned torch pulls GBs of CUDA)")
@@ -98,6 +100,9 @@ def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
     if kind != "minatar":  # MinAtar's SB3 side takes jaxppo's time limit (sb3_side.py)
         fixed += ("max_episode_steps",)
     differ = [k for k in fixed if getattr(config, k) != getattr(default, k)]
+    if kind == "atari" and "env_kwargs" in differ and config.env_kwargs.items() <= \
+            ATARI_SB3_SETTINGS.items():  # what SB3's Atari wrappers do anyway
+        differ.remove("env_kwargs")
     if differ:
         raise ConfigError(f"config key '{differ[0]}': jaxppo compare runs SB3's feedforward "
                           f"policy on the stock gymnasium env, so {', '.join(differ)} would "
