@@ -1,9 +1,10 @@
-"""jaxppo's XLA:CPU flag, set as JAX creates its backends, whatever the process imported first.
+"""jaxppo's opt-in XLA:CPU flag (JAXPPO_SAFE_SCHEDULER=1), set as JAX creates its backends,
+whatever the process imported first.
 
 XLA reads XLA_FLAGS once per process, when JAX creates its backends. gymnax, Jumanji, Navix and
 XLand-MiniGrid create arrays at import, which creates them; so `import gymnax` before
-`import jaxppo` used to leave the process without jaxppo's deadlock workaround
-(`jaxppo/_xla.py` says why the flag). JAX imports each module of the `jax_plugins` namespace
+`import jaxppo` used to leave the process without the flag (`jaxppo/_xla.py` says why it is
+opt-in now). JAX imports each module of the `jax_plugins` namespace
 (and each `jax_plugins` entry point) and calls its `initialize()` just before it creates its
 backends: this module is jaxppo's, and registers no PJRT plugin. It adds the flag only in a
 process that has imported jaxppo or one of those suites by then, so other JAX programs in the
@@ -32,10 +33,17 @@ def _jaxlib_version() -> tuple[int, ...]:
         return (0, 0)
 
 
+def wanted() -> bool:
+    """The user asked for the flag (JAXPPO_SAFE_SCHEDULER=1) and did not ask jaxppo to leave
+    XLA_FLAGS alone (JAXPPO_KEEP_XLA_FLAGS)."""
+    return (os.environ.get("JAXPPO_SAFE_SCHEDULER", "") not in ("", "0")
+            and not os.environ.get("JAXPPO_KEEP_XLA_FLAGS"))
+
+
 def add_flag() -> None:
-    """Add FLAG to XLA_FLAGS, unless JAXPPO_KEEP_XLA_FLAGS is set, the user set the option
-    already, or jaxlib predates it (XLA aborts on unknown flags)."""
-    if os.environ.get("JAXPPO_KEEP_XLA_FLAGS"):
+    """Add FLAG to XLA_FLAGS where `wanted()`, unless the user set the option already, or jaxlib
+    predates it (XLA aborts on unknown flags)."""
+    if not wanted():
         return
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_enable_concurrency_optimized_scheduler" in flags or _jaxlib_version() < (0, 10):

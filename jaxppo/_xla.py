@@ -6,16 +6,18 @@ CartPole config at 16 seeds now and then). The cause is jaxlib 0.10's CPU LAPACK
 batched QR (orthogonal init under a vmap over seeds) hands its batch to XLA:CPU's thread pool
 from inside a thread of that pool and blocks; two at once on a 2-thread pool wait forever
 (native stacks, BENCHMARKS.md). jaxppo's init no longer batches a QR
-(`jaxppo.networks.orthogonal`), so its programs do not need anything here.
+(`jaxppo.networks.orthogonal`; `tests/test_hang.py` checks every vmapped program and runs a
+watchdog), so its programs need nothing here.
 
-`import jaxppo` still turns off the concurrency-optimized thunk scheduler for the process
-(XLA_FLAGS, before JAX creates its CPU backend): it does not prevent the deadlock (Craftax hung
-with it) but makes it rarer (the smallest hanging program: 3 runs in 3 without it, 0 in 5 with
-it), which protects programs users vmap themselves, and it costs no measurable throughput now
-(CartPole, 1 and 16 seeds). JAX's plugin hook (`jax_plugins/jaxppo_xla_flags.py`) sets it at
-backend creation too, so importing a suite (gymnax starts the backend at import) before jaxppo
-loses nothing. Passed per program (`compile(compiler_options=...)`, which XLA accepts) the
-option is not read. Set JAXPPO_KEEP_XLA_FLAGS=1 to leave XLA_FLAGS exactly as you set them.
+Turning off the concurrency-optimized thunk scheduler (the flag below, which `import jaxppo`
+set until 2026-11-25) does not prevent that deadlock (Craftax hung with it) but makes it rarer
+(the smallest hanging program: 3 runs in 3 without it, 0 in 5 with it), and it costs throughput
+(quiet machine, CartPole: -8% at 1 seed, -20% at 32 seeds, interleaved medians). So it is
+opt-in: JAXPPO_SAFE_SCHEDULER=1 sets it for a process whose own vmapped code has batched
+`jnp.linalg` calls. JAX's plugin hook (`jax_plugins/jaxppo_xla_flags.py`) sets it at backend
+creation, so importing a suite (gymnax starts the backend at import) before jaxppo loses
+nothing. Passed per program (`compile(compiler_options=...)`, which XLA accepts) the option is
+not read. JAXPPO_KEEP_XLA_FLAGS=1 leaves XLA_FLAGS exactly as you set them.
 """
 
 from __future__ import annotations
@@ -51,16 +53,17 @@ FLAG = hook.FLAG
 
 
 def apply_xla_cpu_flags() -> None:
-    """Add the flag for the backends JAX has yet to create; warn where they were created without
-    it. JAX's plugin hook (`jax_plugins/jaxppo_xla_flags.py`) adds it too, at backend creation,
-    so a suite imported before jaxppo (gymnax starts JAX's backend at import) is covered."""
+    """Where asked for (JAXPPO_SAFE_SCHEDULER=1), add the flag for the backends JAX has yet to
+    create; warn where they were created without it. JAX's plugin hook
+    (`jax_plugins/jaxppo_xla_flags.py`) adds it too, at backend creation, so a suite imported
+    before jaxppo (gymnax starts JAX's backend at import) is covered."""
     hook.add_flag()
     if _backend_started() and FLAG in os.environ.get("XLA_FLAGS", "") and not hook.protected():
         warnings.warn("jaxppo was imported after JAX started its CPU backend, which it did "
-                      "without jaxppo's XLA:CPU deadlock workaround (JAX ran before jaxppo or "
-                      "an env suite was imported, or jaxppo's jax_plugins hook is not installed: "
-                      "pip install -e .), so the workaround is off for this process; import "
-                      "jaxppo first", RuntimeWarning, stacklevel=3)
+                      "without the scheduler flag JAXPPO_SAFE_SCHEDULER asks for (JAX ran "
+                      "before jaxppo or an env suite was imported, or jaxppo's jax_plugins hook "
+                      "is not installed: pip install -e .), so the flag is off for this "
+                      "process; import jaxppo first", RuntimeWarning, stacklevel=3)
 
 
 def _backend_started() -> bool:

@@ -221,14 +221,15 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None) -> d
             "flag": FLAG in os.environ.get("XLA_FLAGS", "")}
 
 
+_NO_FLAG = {"JAXPPO_SAFE_SCHEDULER": "", "XLA_FLAGS": ""}
+_FLAG = {"JAXPPO_SAFE_SCHEDULER": "1", "XLA_FLAGS": ""}
 PJR_SYSTEMS = {
-    "jaxppo": ("jaxppo make_train", {}),
-    "jaxppo-noflag": ("jaxppo make_train, scheduler flag off",
-                      {"JAXPPO_KEEP_XLA_FLAGS": "1", "XLA_FLAGS": ""}),
-    "purejaxrl": ("PureJaxRL ppo.py, scheduler flag off (as its users run it)",
-                  {"JAXPPO_KEEP_XLA_FLAGS": "1", "XLA_FLAGS": ""}),
-    "purejaxrl-flag": ("PureJaxRL ppo.py, jaxppo's scheduler flag on", {}),
+    "jaxppo": ("jaxppo make_train", _NO_FLAG),
+    "jaxppo-flag": ("jaxppo make_train, JAXPPO_SAFE_SCHEDULER=1", _FLAG),
+    "purejaxrl": ("PureJaxRL ppo.py (as its users run it)", _NO_FLAG),
+    "purejaxrl-flag": ("PureJaxRL ppo.py, the scheduler flag on", _FLAG),
 }
+"""Each system in a fresh process; `-flag`: XLA:CPU's concurrency-optimized scheduler off."""
 
 
 def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: int,

@@ -3,6 +3,7 @@ each SPS the median of interleaved repeats, compile time apart).
 
     python scripts/benchmark_policies.py --only networks   # MLP vs GRU vs LSTM, CartPole shape
     python scripts/benchmark_policies.py --only suites     # one shipped config per suite
+    python scripts/benchmark_policies.py --only convs      # conv torsos: XLA conv vs matmul
     python scripts/benchmark_policies.py --quick           # tiny budgets: the script runs (CI)
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 from jaxppo import PPOConfig, load_config, make_train
 from jaxppo._xla import compiler_options
 from jaxppo.machine import describe
+from jaxppo.networks import CONV_STACKS, conv_as_matmul
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE_CONFIGS = ("playground_cartpole_balance", "craftax_classic_symbolic", "jumanji_snake",
@@ -89,6 +91,79 @@ def suites(quick: bool, repeats: int, seeds: int, steps: int) -> str:
     return "\n".join(rows) + "\n"
 
 
+CONV_SHAPES = {"nature_cnn": (84, 84, 4), "cnn": (10, 10, 4)}
+NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def _conv_stack(torso: str, shape: tuple[int, ...], impl: str):
+    """`loss(kernels, x)` of the torso's conv stack (ReLU after each), by XLA's convolution
+    or by `conv_as_matmul`, and kernels drawn for it."""
+    kernels, c = [], shape[-1]
+    for i, (f, k, _) in enumerate(CONV_STACKS[torso]):
+        kernels.append(jax.random.normal(jax.random.key(i), (k, k, c, f)) * 0.05)
+        c = f
+
+    def loss(kernels, x):
+        x = x.astype(np.float32) / 255.0
+        for w, (_, _, s) in zip(kernels, CONV_STACKS[torso], strict=True):
+            x = jax.nn.relu(conv_as_matmul(x, w, s) if impl == "matmul" else
+                            jax.lax.conv_general_dilated(x, w, (s, s), "VALID",
+                                                         dimension_numbers=NHWC))
+        return x.sum()
+
+    return loss, kernels
+
+
+def _torch_ms(torso: str, shape: tuple[int, ...], batch: int, grad: bool, repeats: int):
+    try:
+        import torch  # the compare extra
+    except ImportError:
+        return None
+    layers, c = [], shape[-1]
+    for f, k, s in CONV_STACKS[torso]:
+        layers += [torch.nn.Conv2d(c, f, k, s), torch.nn.ReLU()]
+        c = f
+    net = torch.nn.Sequential(*layers)
+    x = torch.zeros(batch, shape[-1], *shape[:2])
+    times = []
+    for i in range(repeats + 1):
+        t0 = time.perf_counter()
+        out = net(x).sum()
+        if grad:
+            out.backward()
+        if i:
+            times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(times))
+
+
+def convs(quick: bool, repeats: int) -> str:
+    """The conv torsos alone: forward and gradient, XLA's convolution vs the same layers as one
+    matmul over space-to-depth patches (what jaxppo runs on the CPU), and PyTorch's (SB3's)."""
+    rows = ["| torso | batch | pass | XLA conv ms | matmul ms | speedup | torch ms |",
+            "|---|---|---|---|---|---|---|"]
+    for torso, shape in CONV_SHAPES.items():
+        for batch in ((8,) if quick else (8, 256)):
+            x = np.zeros((batch, *shape), np.uint8)
+            for grad in (False, True):
+                ms = {}
+                for impl in ("xla", "matmul"):
+                    loss, kernels = _conv_stack(torso, shape, impl)
+                    fn = jax.jit(jax.grad(loss) if grad else loss)
+                    jax.block_until_ready(fn(kernels, x))
+                    times = []
+                    for _ in range(repeats):
+                        t0 = time.perf_counter()
+                        jax.block_until_ready(fn(kernels, x))
+                        times.append(time.perf_counter() - t0)
+                    ms[impl] = 1e3 * float(np.median(times))
+                t = _torch_ms(torso, shape, batch, grad, repeats)
+                rows.append(f"| {torso} | {batch} | {'gradient' if grad else 'forward'} | "
+                            f"{ms['xla']:.2f} | {ms['matmul']:.2f} | "
+                            f"{ms['xla'] / ms['matmul']:.1f}x | "
+                            f"{'-' if t is None else f'{t:.2f}'} |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="networks,suites")
@@ -102,6 +177,9 @@ def main(argv=None) -> int:
     if "networks" in parts:
         print("### MLP vs recurrent policies (CartPole-v1 default shape, 1 seed)\n")
         print(networks(args.quick, 1 if args.quick else args.repeats))
+    if "convs" in parts:
+        print("### Conv torsos: XLA's convolution vs one matmul (median ms per call)\n")
+        print(convs(args.quick, 1 if args.quick else max(args.repeats, 5)))
     if "suites" in parts:
         print(f"### One shipped config per env suite ({args.seeds} seeds vmapped)\n")
         print(suites(args.quick, 1 if args.quick else args.repeats, args.seeds, args.steps))

@@ -24,8 +24,10 @@ def test_benchmark_quick(tmp_path):
 
 
 def test_benchmark_policies_quick():
-    out = run("scripts/benchmark_policies.py", "--quick", "--only", "networks", "--seeds", "1")
+    out = run("scripts/benchmark_policies.py", "--quick", "--only", "networks,convs", "--seeds",
+              "1")
     assert "| GRU 128 (torso [64]) |" in out and "| LSTM 128 (torso [64]) |" in out
+    assert "| nature_cnn | 8 | gradient |" in out and "| cnn | 8 | forward |" in out
 
 
 def test_benchmark_search_quick():
