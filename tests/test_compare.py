@@ -138,13 +138,17 @@ def test_compare_bad_input_is_one_line(capsys, argv, culprit):
     assert code == 2 and len(err) == 1 and culprit in err[0]
 
 
-def test_missing_extra_says_how_to_install(monkeypatch, capsys):
+@pytest.mark.parametrize("module,config", [("stable_baselines3", "cartpole.yaml"),
+                                           ("minatar", "minatar_breakout_cnn.yaml")])
+def test_missing_extra_says_how_to_install(monkeypatch, capsys, module, config):
+    """SB3 for any compare, the reference MinAtar for a MinAtar one: one line, the extra."""
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "stable_baselines3" else real(name, *a))
-    code = main(["compare", "--config", CARTPOLE, "--systems", "sb3-dummy"])
+                        lambda name, *a: None if name == module else real(name, *a))
+    code = main(["compare", "--config", os.path.join(ROOT, "configs", config), "--systems",
+                 "sb3-dummy"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "pip install 'jaxppo[compare]'" in err[0]
     assert "torch==2.13.0" in err[0]
@@ -452,12 +456,3 @@ def test_compare_bad_env_setup_is_one_line(monkeypatch, capsys, argv, culprit):
     assert code == 2 and len(err) == 1 and culprit in err[0], err
 
 
-def test_missing_minatar_says_how_to_install(monkeypatch, capsys):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "minatar" else real(name, *a))
-    code = main(["compare", "--config", MINATAR_CNN, "--systems", "sb3-dummy"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "pip install 'jaxppo[compare]'" in err[0]
