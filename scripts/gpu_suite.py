@@ -219,8 +219,9 @@ ATARI_ROWS = (("atari_breakout", 10_000_000, (1, 8)), ("mujoco_halfcheetah", 1_0
 """EnvPool configs: (config, steps, seeds)."""
 
 
-def part_atari(report: Report, tiny: bool) -> None:
-    """EnvPool tasks stepped on the host inside the compiled loop (the envpool/ source)."""
+def part_atari(report: Report, tiny: bool, max_steps: int | None = None) -> None:
+    """EnvPool tasks stepped on the host inside the compiled loop (the envpool/ source).
+    `max_steps` caps each row's steps per agent (throughput under a short device lease)."""
     if importlib.util.find_spec("jaxppo.envs.envpool_env") is None:
         for name, _, _ in ATARI_ROWS:
             report.add(part="atari", what=name, note="skipped: jaxppo has no envpool source "
@@ -229,15 +230,16 @@ def part_atari(report: Report, tiny: bool) -> None:
     for name, steps, seeds in ATARI_ROWS:
         try:
             cfg = load_config(os.path.join(ROOT, "configs", f"{name}.yaml"))
-            cfg = dataclasses.replace(cfg, total_timesteps=steps)
+            cfg = dataclasses.replace(cfg, total_timesteps=min(steps, max_steps or steps))
             if tiny:
                 cfg = dataclasses.replace(cfg, num_envs=4, num_steps=16, num_minibatches=2,
                                           update_epochs=1, total_timesteps=128)
         except Exception as e:  # noqa: BLE001 - a missing extra or config is a row, not a crash
             report.add(part="atari", what=name, note=f"skipped: {str(e)[:160]}")
             continue
+        note = f"throughput: capped from {steps:.0e} steps" if cfg.env_steps < steps else ""
         for n in ((1,) if tiny else seeds):
-            run_row(report, "atari", f"{cfg.env_id}, {cfg.env_steps:.0e} steps", cfg, n)
+            run_row(report, "atari", f"{cfg.env_id}, {cfg.env_steps:.0e} steps", cfg, n, note)
 
 
 def part_sb3(report: Report, tiny: bool) -> None:
@@ -358,6 +360,16 @@ def load_purejaxrl(path: str):
         raise SystemExit(f"--purejaxrl {path}: no ppo.py there (pass a PureJaxRL checkout)")
     if importlib.util.find_spec("distrax") is None:
         sys.modules["distrax"] = types.SimpleNamespace(Categorical=_Categorical)
+    # `wrappers.py` imports Brax and navix at its top but uses them only in wrappers that
+    # `ppo.py` on gymnax never builds: stand-ins where they are not installed (a GPU image).
+    if importlib.util.find_spec("brax") is None:
+        training = types.SimpleNamespace(EpisodeWrapper=None, AutoResetWrapper=None)
+        envs = types.SimpleNamespace(wrappers=types.SimpleNamespace(training=training))
+        sys.modules.update({"brax": types.SimpleNamespace(envs=envs), "brax.envs": envs,
+                            "brax.envs.wrappers": envs.wrappers,
+                            "brax.envs.wrappers.training": training})
+    if importlib.util.find_spec("navix") is None:
+        sys.modules["navix"] = types.SimpleNamespace()
     import gymnax
 
     make = gymnax.make
@@ -375,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tiny", action="store_true", help="toy sizes (CPU): proves every part runs")
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
     p.add_argument("--out", default="gpu_suite", help="writes OUT.json and OUT.md")
+    p.add_argument("--atari-steps", type=int, default=None, metavar="N",
+                   help="cap each atari row at N steps per agent (its SPS, not its score)")
     args = p.parse_args(argv)
     parts = [s.strip() for s in args.parts.split(",") if s.strip()]
     unknown = [s for s in parts if s not in PARTS]
@@ -386,7 +400,8 @@ def main(argv: list[str] | None = None) -> None:
         for part in parts:
             cmd = [sys.executable, os.path.abspath(__file__), "--parts", part, "--out", args.out,
                    *(["--tiny"] if args.tiny else []),
-                   *(["--purejaxrl", args.purejaxrl] if args.purejaxrl else [])]
+                   *(["--purejaxrl", args.purejaxrl] if args.purejaxrl else []),
+                   *(["--atari-steps", str(args.atari_steps)] if args.atari_steps else [])]
             subprocess.run(cmd, check=False)
         print(f"wrote {args.out}.json and {args.out}.md", flush=True)
         return
@@ -395,6 +410,8 @@ def main(argv: list[str] | None = None) -> None:
     part = parts[0]
     if part == "purejaxrl":
         part_purejaxrl(report, args.tiny, args.purejaxrl)
+    elif part == "atari":
+        part_atari(report, args.tiny, args.atari_steps)
     else:
         {"agents": part_agents, "envs": part_envs, "minatar": part_minatar, "brax": part_brax,
          "precision": part_precision, "policies": part_policies,

@@ -139,7 +139,7 @@ def test_steps_equal_gymnasium_with_no_autoreset_transition_and_true_final_obs()
     env.close()
 
 
-def test_every_callback_runs_once_in_order_unused_or_repeated_ones_too():
+def test_every_callback_runs_once_after_its_state_unused_or_repeated_ones_too():
     env = HostVecEnv(WALK, 2)
     calls = []
     source = type(env.source)
@@ -158,10 +158,13 @@ def test_every_callback_runs_once_in_order_unused_or_repeated_ones_too():
         mp.setattr(source, "reset", lambda self, seed: calls.append("reset") or reset(self, seed))
         mp.setattr(source, "step", lambda self, a: calls.append(int(a[0])) or step(self, a))
         s1, twin, s2 = jax.jit(prog)(jax.random.key(0))
-    assert calls == ["reset", 1, 0, 0, 1]
-    # in program order (obs: position, steps so far; no walker gets to +-3 here)
-    assert list(np.asarray(s1)[:, 1]) == [1, 1] and list(np.asarray(twin)[:, 1]) == [2, 2]
-    assert list(np.asarray(s2)[:, 1]) == [3, 3]
+    # each once; a step after the one whose state it takes (the data dependency orders them:
+    # they are not JAX's ordered effects, see host.py); the three taking the same state, in
+    # any order among themselves (obs: position, steps so far; no walker gets to +-3 here)
+    assert calls[:2] == ["reset", 1] and sorted(calls[2:]) == [0, 0, 1]
+    assert list(np.asarray(s1)[:, 1]) == [1, 1]
+    assert sorted([int(np.asarray(twin)[0, 1]), int(np.asarray(s2)[0, 1])]) in ([2, 3], [2, 4],
+                                                                              [3, 4])
     env.close()
 
 

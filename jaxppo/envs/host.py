@@ -5,9 +5,12 @@ checkpoints and memory estimates take either.
 
 The scan carries nothing of the host's state: `EnvState.inner` is an int32 token per env that
 every callback takes and gives back, so each step depends on the reset and on the step before
-(through the token, and through the action, which depends on the last observation). The
-callbacks are also ordered effects: they run in program order, once each, even where nothing
-uses a result, and none is merged with another of the same inputs (tested).
+(through the token, and through the action, which depends on the last observation): that data
+dependency is what orders them. The callbacks are side effects, so each runs once, even where
+nothing uses a result, and none is merged with another of the same inputs (tested). They are
+not JAX's *ordered* effects: those thread XLA tokens through the program, and XLA:GPU's fusion
+pass aborted the process compiling a vmapped host-env program that held them (`Check failed:
+shape.IsArray() || shape.IsTuple()` in its cost analysis; jaxlib 0.11.2, H200, BENCHMARKS.md).
 
 Vmapped agents (`--seeds N`, sweeps, nested vmaps) share ONE pool of S x N envs stepped by ONE
 callback per step: `io_callback`'s own batching rule would call the host S times in sequence,
@@ -53,7 +56,7 @@ def host_call(host_fn: Callable[..., tuple], result_shapes: Callable[[int], tupl
 
     @custom_vmap
     def call(*args):
-        return io_callback(host_fn, result_shapes(args[0].shape[0]), *args, ordered=True)
+        return io_callback(host_fn, result_shapes(args[0].shape[0]), *args, ordered=False)
 
     @call.def_vmap
     def _fold(axis_size, in_batched, *args):
