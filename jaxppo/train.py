@@ -155,12 +155,30 @@ def _epoch(carry, perm, *, batch: Minibatch, minibatch_step, config: PPOConfig):
     return jax.lax.scan(functools.partial(minibatch_step, batch=batch), carry, idx)
 
 
+SORT_KEY_INDEX_BITS = 16
+"""Batches of up to 2^16 rows are shuffled by a one-operand sort (`epoch_permutations`)."""
+
+
 def epoch_permutations(key: jax.Array, config: PPOConfig, size: int | None = None) -> jax.Array:
     """One explicit permutation of the batch per epoch, `[update_epochs, B]`, in one call
-    (of the `size = N` env sequences for a recurrent policy)."""
+    (of the `size = N` env sequences for a recurrent policy).
+
+    Each row's sort key is 32 random bits with the row's index written into the low bits, so
+    one sort of plain uint32 keys, every key distinct, gives the permutation: XLA:CPU sorts
+    one operand 2.4x faster than it argsorts (two operands through a comparator), which was
+    ~6% of a CartPole update. Rows whose remaining random bits tie (for 512 rows, one pair in
+    64 permutations) keep index order among themselves; they sit side by side, so which
+    minibatch a row lands in stays uniform but for a tie split by a minibatch boundary. Above
+    2^16 rows (fewer than 16 random bits left) the random bits are argsorted instead."""
     size = config.batch_size if size is None else size
     bits = jax.random.bits(key, (config.update_epochs, size))
-    return jnp.argsort(bits, axis=-1, stable=True).astype(jnp.int32)
+    index_bits = max(1, (size - 1).bit_length())
+    if index_bits > SORT_KEY_INDEX_BITS:
+        return jnp.argsort(bits, axis=-1, stable=True).astype(jnp.int32)
+    low = jnp.uint32((1 << index_bits) - 1)
+    rows = jax.lax.broadcasted_iota(jnp.uint32, bits.shape, 1)
+    keys = jax.lax.sort((bits & ~low) | rows, dimension=1)
+    return (keys & low).astype(jnp.int32)
 
 
 def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, env: VecEnv,

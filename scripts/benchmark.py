@@ -200,9 +200,10 @@ def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int
                  rows)
 
 
-def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None) -> dict:
+def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
+               steps: int | None = None) -> dict:
     """One fresh-process run (`--child`): compile, then one timed run; what the parent reads."""
-    cfg = load_config(config)
+    cfg = load_config(config, {"total_timesteps": steps} if steps else None)
     keys = jax.random.split(jax.random.key(0), seeds)
     if system == "purejaxrl":
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -218,34 +219,45 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None) -> d
     jax.block_until_ready(compiled(keys))
     run_s = time.perf_counter() - t0
     return {"compile_s": compile_s, "run_s": run_s, "sps": seeds * cfg.env_steps / run_s,
-            "flag": FLAG in os.environ.get("XLA_FLAGS", "")}
+            "flag": FLAG in os.environ.get("XLA_FLAGS", ""), "nproc": os.environ.get("NPROC")}
 
 
-_NO_FLAG = {"JAXPPO_SAFE_SCHEDULER": "", "XLA_FLAGS": ""}
-_FLAG = {"JAXPPO_SAFE_SCHEDULER": "1", "XLA_FLAGS": ""}
+_NO_FLAG = {"JAXPPO_SAFE_SCHEDULER": "", "XLA_FLAGS": "", "NPROC": "", "JAXPPO_CPU_THREADS": ""}
+_FLAG = {**_NO_FLAG, "JAXPPO_SAFE_SCHEDULER": "1"}
+_ONE_THREAD = {**_NO_FLAG, "NPROC": "1"}
 PJR_SYSTEMS = {
     "jaxppo": ("jaxppo make_train", _NO_FLAG),
     "jaxppo-flag": ("jaxppo make_train, JAXPPO_SAFE_SCHEDULER=1", _FLAG),
+    "jaxppo-1thread": ("jaxppo make_train, XLA:CPU pool of 1 thread (NPROC=1)", _ONE_THREAD),
     "purejaxrl": ("PureJaxRL ppo.py (as its users run it)", _NO_FLAG),
     "purejaxrl-flag": ("PureJaxRL ppo.py, the scheduler flag on", _FLAG),
+    "purejaxrl-1thread": ("PureJaxRL ppo.py, XLA:CPU pool of 1 thread (NPROC=1)", _ONE_THREAD),
 }
-"""Each system in a fresh process; `-flag`: XLA:CPU's concurrency-optimized scheduler off."""
+"""Each system in a fresh process; `-flag`: XLA:CPU's concurrency-optimized scheduler off;
+`-1thread`: XLA:CPU's intra-op thread pool of one thread (XLA reads NPROC when JAX creates the
+CPU backend)."""
 
 
 def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: int,
-                    timeout: float) -> str:
+                    timeout: float, systems: list[str] | None = None,
+                    steps: int | None = None) -> str:
     """jaxppo vs PureJaxRL on one config: every run a fresh process, the systems interleaved
     within each repeat (a busy machine slows all alike), medians; a run that gives no result
     within `timeout` seconds is reported as hung, not dropped."""
     if not path:
         raise SystemExit("--only purejaxrl needs --purejaxrl PATH (a PureJaxRL checkout)")
-    cfg = load_config(config)
-    results: dict = {(s, n): [] for s in PJR_SYSTEMS for n in seeds}
+    cfg = load_config(config, {"total_timesteps": steps} if steps else None)
+    unknown = sorted(set(systems or ()) - set(PJR_SYSTEMS))
+    if unknown:
+        raise SystemExit(f"--pjr-systems: unknown {unknown}; choose from {','.join(PJR_SYSTEMS)}")
+    chosen = {s: v for s, v in PJR_SYSTEMS.items() if not systems or s in systems}
+    results: dict = {(s, n): [] for s in chosen for n in seeds}
     for _ in range(repeats):
         for n in seeds:
-            for system, (_, env) in PJR_SYSTEMS.items():
+            for system, (_, env) in chosen.items():
                 cmd = [sys.executable, os.path.abspath(__file__), "--child", system,
-                       "--config", config, "--child-seeds", str(n), "--purejaxrl", path]
+                       "--config", config, "--child-seeds", str(n), "--purejaxrl", path,
+                       *(["--child-steps", str(steps)] if steps else [])]
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                          env={**os.environ, **env}, check=True)
@@ -257,7 +269,7 @@ def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: in
     rows = []
     for n in seeds:
         base = None
-        for system, (label, _) in PJR_SYSTEMS.items():
+        for system, (label, _) in chosen.items():
             done = [r for r in results[(system, n)] if r is not None]
             hung = len(results[(system, n)]) - len(done)
             sps = float(np.median([r["sps"] for r in done])) if done else None
@@ -420,14 +432,19 @@ def main() -> None:
                    help="num_steps for the resets section (default: each config's)")
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
     p.add_argument("--pjr-seeds", default="1,32", help="seed counts for the purejaxrl section")
+    p.add_argument("--pjr-systems", default=None,
+                   help=f"comma-separated subset of {','.join(PJR_SYSTEMS)} (default: all)")
+    p.add_argument("--pjr-steps", type=int, default=None,
+                   help="env steps per seed in the purejaxrl section (default: the config's)")
     p.add_argument("--pjr-timeout", type=float, default=600.0,
                    help="seconds before a purejaxrl-section run counts as hung")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-seeds", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--child-steps", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(json.dumps(_child_run(args.child.split("-")[0], args.config, args.child_seeds,
-                                    args.purejaxrl)))
+                                    args.purejaxrl, args.child_steps)))
         return
     cfg = load_config(args.config)
     only = set(args.only.split(","))
@@ -452,7 +469,9 @@ def main() -> None:
                                        num_steps=8 if args.quick else args.reset_steps),
         "purejaxrl": lambda: bench_purejaxrl(args.config, args.purejaxrl,
                                              [int(n) for n in args.pjr_seeds.split(",")],
-                                             repeats, args.pjr_timeout),
+                                             repeats, args.pjr_timeout,
+                                             args.pjr_systems.split(",") if args.pjr_systems
+                                             else None, args.pjr_steps),
     }
     for name, fn in sections.items():
         if name in only and not (args.quick and name == "memory"):
