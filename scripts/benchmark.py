@@ -14,7 +14,9 @@ Sections: `seeds` (SPS and compile time vs vmapped seeds), `envs` (SPS vs num_en
 fresh process, the two interleaved; not in the default set: it needs a PureJaxRL checkout),
 `host` (a host env: the io_callback bridge's rollout inside the compiled program vs a
 host-driven rollout around a compiled policy vs the bare vector env, on Gymnasium's CartPole
-and, if EnvPool is installed, its Breakout; not in the default set).
+and, if EnvPool is installed, its Breakout; not in the default set), `hlo` (kernels per loop of
+the compiled program, jaxppo's and, with `--purejaxrl`, PureJaxRL's: `scripts/hlo_profile.py`;
+not in the default set).
 
     python scripts/benchmark.py --only resets --reset-updates 8
     python scripts/benchmark.py --only purejaxrl --purejaxrl PATH --pjr-seeds 1,32 --repeats 5
@@ -40,6 +42,9 @@ from jaxppo._xla import FLAG, compiler_options
 from jaxppo.episodes import policy_action
 from jaxppo.machine import describe
 from jaxppo.rollout import RolloutSettings, rollout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hlo_profile  # noqa: E402  (scripts/, beside this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -467,6 +472,8 @@ def main() -> None:
         "resets": lambda: bench_resets(args.reset_configs.split(","),
                                        1 if args.quick else args.reset_updates, repeats,
                                        num_steps=8 if args.quick else args.reset_steps),
+        "hlo": lambda: "\n".join(hlo_profile.report(name, text)[0] for name, text in
+                                 hlo_profile.compiled_texts(args.config, args.purejaxrl).items()),
         "purejaxrl": lambda: bench_purejaxrl(args.config, args.purejaxrl,
                                              [int(n) for n in args.pjr_seeds.split(",")],
                                              repeats, args.pjr_timeout,

@@ -1,9 +1,15 @@
 """Every GPU figure the issues name, in one command, on whatever device JAX finds.
 
-    python scripts/gpu_suite.py                        # every part (~20 min on one H100)
+    python scripts/gpu_suite.py                        # every part (well over one lease)
     python scripts/gpu_suite.py --parts agents,envs    # a part or two per call (<= ~8 min each)
+    python scripts/gpu_suite.py --parts atari --atari-steps 100000   # the atari rows' SPS only
     python scripts/gpu_suite.py --tiny                 # every part at toy sizes (CPU; a test runs it)
     python scripts/gpu_suite.py --purejaxrl ~/purejaxrl --parts purejaxrl
+
+Measured on one H200 (BENCHMARKS.md, session 10), with the process start and compiles: minatar
+~80 s, agents ~150 s, sb3 ~150 s, purejaxrl at 1 seed ~35 s (2048 seeds did not fit); the atari
+rows run at ~2k SPS there (a device round trip per env step), so their 1e7 steps take 70-80 min
+each: cap them with `--atari-steps` inside a short lease.
 
 Each row is printed as it is measured and the JSON and Markdown files are rewritten after every
 row, so a call cut off by its time limit still leaves its figures. Each part runs in a process of

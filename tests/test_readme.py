@@ -25,7 +25,11 @@ CLUSTER = ("--coordinator-address", "/shared/runs")
 # Lines another test already runs through the same `main` with the same config and flags, at
 # a budget of its own: here they are parsed and their config loaded (a renamed file or flag
 # still fails), and the named test must exist.
-COVERED = {"jaxppo compare --config configs/cartpole.yaml": ("test_compare.py",
+COVERED = {"compare --config configs/atari_breakout.yaml": (
+               "test_compare.py", "def test_jaxppo_atari_compare_end_to_end"),
+           "compare --config configs/cartpole.yaml --set env_id=gymnasium/": (
+               "test_compare.py", "def test_jaxppo_gymnasium_compare_end_to_end"),
+           "jaxppo compare --config configs/cartpole.yaml": ("test_compare.py",
                                                              "def test_compare_runs_end_to_end"),
            "jaxppo compare --config configs/minatar_breakout_cnn.yaml": (
                "test_compare.py", "def test_sb3_minatar_side_runs_in_subprocesses"),

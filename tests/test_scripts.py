@@ -115,3 +115,36 @@ def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
 def test_benchmark_host_quick():
     out = run("scripts/benchmark.py", "--quick", "--only", "host")
     assert "| gymnasium/CartPole-v1 | 1 | 4 |" in out
+
+
+def test_hlo_profile_counts_kernels_per_loop_by_trip_count():
+    """The update scan (num_updates trips) holds the rollout and GAE scans (num_steps trips)
+    and the epoch scan (update_epochs) with its minibatch scan (num_minibatches); a hand-made
+    module checks the arithmetic: 3 kernels x 4 trips + 1 outside = 13."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import hlo_profile
+
+    hlo = """HloModule m
+%body (p: (s32[], f32[2])) -> (s32[], f32[2]) {
+  %p = (s32[], f32[2]) parameter(0)
+  %a = f32[2] fusion(%p), kind=kLoop
+  %b = f32[2] copy(%a)
+  %c = f32[2] dot(%b, %b)
+  ROOT %t = (s32[], f32[2]) tuple(%p, %c)
+}
+%cond (p: (s32[], f32[2])) -> pred[] {
+  %p = (s32[], f32[2]) parameter(0)
+  ROOT %lt = pred[] constant(true)
+}
+ENTRY %main (x: f32[2]) -> f32[2] {
+  %x = f32[2] parameter(0)
+  %w = (s32[], f32[2]) while(%x), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"4"}}
+  ROOT %y = f32[2] sort(%x), dimensions={0}
+}
+"""
+    loops, by_op = hlo_profile.profile(hlo)
+    assert loops == [hlo_profile.Loop(0, 4, 3, 12)] and sum(by_op.values()) == 13
+    out = run("scripts/hlo_profile.py", "--config", "configs/cartpole.yaml")
+    trips = [int(line.split("|")[2]) for line in out.splitlines() if line.startswith("| ")
+             and line.split("|")[2].strip().isdigit()]
+    assert trips[:2] == [976, 128] and 4 in trips  # updates, then the rollout; epochs
