@@ -229,6 +229,13 @@ def test_epoch_permutations_are_uniform_permutations():
     assert chi2 < 60, counts  # 25 degrees of freedom: p < 1e-4 beyond 60
     before = (np.argsort(perms, axis=1)[:, 0] < np.argsort(perms, axis=1)[:, 5]).mean()
     assert abs(before - 0.5) < 0.04
+    from jaxppo.train import BITONIC_MAX_ROWS, bitonic_sort
+
+    for n in (1, 5, 8, 513):  # the sorting network equals a sort, padded lengths included
+        k = jax.random.bits(jax.random.key(n), (2, n))
+        assert np.array_equal(np.asarray(bitonic_sort(k)), np.sort(np.asarray(k), axis=-1))
+    mid = np.asarray(epoch_permutations(jax.random.key(2), config, BITONIC_MAX_ROWS + 1))
+    assert all(np.array_equal(np.sort(p), np.arange(mid.shape[1])) for p in mid)  # lax.sort
     # above 2^16 rows the random bits are argsorted instead (too few left beside the index)
     big = np.asarray(epoch_permutations(jax.random.key(1), config, 2 ** SORT_KEY_INDEX_BITS + 1))
     assert all(np.array_equal(np.sort(p), np.arange(big.shape[1])) for p in big)
