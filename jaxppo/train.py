@@ -18,6 +18,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import optax
+from jax.custom_batching import custom_vmap
 
 from jaxppo.collectives import axis_size, fold_device, mean_var, pmean, psum
 from jaxppo.config import Hparams, PPOConfig
@@ -166,7 +167,7 @@ def epoch_permutations(key: jax.Array, config: PPOConfig, size: int | None = Non
     Each row's sort key is 32 random bits with the row's index written into the low bits, so
     sorting plain uint32 keys, every key distinct, gives the permutation: XLA:CPU sorts one
     operand 2.4x faster than it argsorts (two operands through a comparator), which was ~6% of
-    a CartPole update; up to `BITONIC_MAX_ROWS` rows a sorting network does it faster still.
+    a CartPole update (`sort_rows` picks a sorting network for many vmapped agents).
     Rows whose remaining random bits tie (for 512 rows, one pair in 64 permutations) keep index
     order among themselves; they sit side by side, so which minibatch a row lands in stays
     uniform but for a tie split by a minibatch boundary. Above 2^16 rows (fewer than 16 random
@@ -178,16 +179,32 @@ def epoch_permutations(key: jax.Array, config: PPOConfig, size: int | None = Non
         return jnp.argsort(bits, axis=-1, stable=True).astype(jnp.int32)
     low = jnp.uint32((1 << index_bits) - 1)
     rows = jax.lax.broadcasted_iota(jnp.uint32, bits.shape, 1)
-    keys = (bits & ~low) | rows
-    if size <= BITONIC_MAX_ROWS:
-        keys = bitonic_sort(keys)
-    else:
-        keys = jax.lax.sort(keys, dimension=1)
-    return (keys & low).astype(jnp.int32)
+    return (sort_rows((bits & ~low) | rows) & low).astype(jnp.int32)
 
 
 BITONIC_MAX_ROWS = 4096
-"""Up to this many rows (78 compare-exchange stages) the keys are sorted by `bitonic_sort`."""
+"""Up to this many rows (78 compare-exchange stages), vmapped agents sort by `bitonic_sort`."""
+BITONIC_MIN_AGENTS = 8
+"""...and from this many agents on: below it the network's compile time (~1 s for 512 rows)
+outweighs what it saves."""
+
+
+@custom_vmap
+def sort_rows(keys: jax.Array) -> jax.Array:
+    """`keys` [E, B] (uint32) sorted along B: XLA's sort for one agent, and under a vmap of
+    `BITONIC_MIN_AGENTS` or more (B up to `BITONIC_MAX_ROWS`) a sorting network over every
+    agent's rows at once: XLA:CPU sorts row by row, and at 32 CartPole seeds the network made
+    the run 4-6% faster (BENCHMARKS.md), for ~1 s more compile."""
+    return jax.lax.sort(keys, dimension=keys.ndim - 1)
+
+
+@sort_rows.def_vmap
+def _sort_rows_vmapped(axis_size: int, in_batched, keys: jax.Array):
+    if not in_batched[0]:
+        keys = jnp.broadcast_to(keys, (axis_size, *keys.shape))
+    if axis_size >= BITONIC_MIN_AGENTS and keys.shape[-1] <= BITONIC_MAX_ROWS:
+        return bitonic_sort(keys), True
+    return jax.lax.sort(keys, dimension=keys.ndim - 1), True
 
 
 def bitonic_sort(keys: jax.Array) -> jax.Array:
