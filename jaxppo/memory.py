@@ -115,6 +115,8 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
     # the gradient and Adam's update of every parameter, live at once under XLA:CPU's default
     # (concurrency-optimized) thunk scheduler
     minibatch += 2 * params
+    # the update's divergence check reads params and both Adam moments as one float32 vector
+    minibatch += 3 * params
     if config.network != "feedforward":
         minibatch += mb * rnn * 4 * 8  # carries and gates of every replayed step
 

@@ -166,14 +166,14 @@ def epoch_permutations(key: jax.Array, config: PPOConfig, size: int | None = Non
 
     Each row's sort key is 32 random bits with the row's index written into the low bits, so
     sorting plain uint32 keys, every key distinct, gives the permutation: XLA:CPU sorts one
-    operand 2.4x faster than it argsorts (two operands through a comparator), which was ~6% of
+    operand 2.4x faster than it argsorts (two operands through a comparator), which took 11% of
     a CartPole update (`sort_rows` picks a sorting network for many vmapped agents).
     Rows whose remaining random bits tie (for 512 rows, one pair in 64 permutations) keep index
     order among themselves; they sit side by side, so which minibatch a row lands in stays
     uniform but for a tie split by a minibatch boundary. Above 2^16 rows (fewer than 16 random
     bits left) the random bits are argsorted instead."""
     size = config.batch_size if size is None else size
-    bits = jax.random.bits(key, (config.update_epochs, size))
+    bits = jax.random.bits(key, (config.update_epochs, size), jnp.uint32)
     index_bits = max(1, (size - 1).bit_length())
     if index_bits > SORT_KEY_INDEX_BITS:
         return jnp.argsort(bits, axis=-1, stable=True).astype(jnp.int32)
@@ -194,17 +194,21 @@ def sort_rows(keys: jax.Array) -> jax.Array:
     """`keys` [E, B] (uint32) sorted along B: XLA's sort for one agent, and under a vmap of
     `BITONIC_MIN_AGENTS` or more (B up to `BITONIC_MAX_ROWS`) a sorting network over every
     agent's rows at once: XLA:CPU sorts row by row, and at 32 CartPole seeds the network made
-    the run 4-6% faster (BENCHMARKS.md), for ~1 s more compile."""
+    the run 4-6% faster (BENCHMARKS.md), for ~1 s more compile; on the CPU only."""
     return jax.lax.sort(keys, dimension=keys.ndim - 1)
 
 
 @sort_rows.def_vmap
 def _sort_rows_vmapped(axis_size: int, in_batched, keys: jax.Array):
-    if not in_batched[0]:
-        keys = jnp.broadcast_to(keys, (axis_size, *keys.shape))
+    """Every agent's rows at once: the network on the CPU for many agents (on a GPU the sort
+    is one kernel and the network ~45 launches, so it keeps the sort); the rule sees one vmap
+    level at a time."""
+    sort = lambda k: jax.lax.sort(k, dimension=k.ndim - 1)  # noqa: E731
+    if not in_batched[0]:  # the same keys for every agent: sort them once
+        return sort(keys), False
     if axis_size >= BITONIC_MIN_AGENTS and keys.shape[-1] <= BITONIC_MAX_ROWS:
-        return bitonic_sort(keys), True
-    return jax.lax.sort(keys, dimension=keys.ndim - 1), True
+        return jax.lax.platform_dependent(keys, cpu=bitonic_sort, default=sort), True
+    return sort(keys), True
 
 
 def bitonic_sort(keys: jax.Array) -> jax.Array:

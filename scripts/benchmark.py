@@ -227,7 +227,7 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
             "flag": FLAG in os.environ.get("XLA_FLAGS", ""), "nproc": os.environ.get("NPROC")}
 
 
-_NO_FLAG = {"JAXPPO_SAFE_SCHEDULER": "", "XLA_FLAGS": "", "NPROC": "", "JAXPPO_CPU_THREADS": ""}
+_NO_FLAG = {"JAXPPO_SAFE_SCHEDULER": "", "XLA_FLAGS": "", "NPROC": ""}
 _FLAG = {**_NO_FLAG, "JAXPPO_SAFE_SCHEDULER": "1"}
 _ONE_THREAD = {**_NO_FLAG, "NPROC": "1"}
 PJR_SYSTEMS = {

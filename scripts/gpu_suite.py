@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -357,6 +358,13 @@ class _FiveTuple:
         return out
 
 
+def _stand_in(name: str) -> None:
+    """An empty module `name` in sys.modules, with a spec (so `find_spec` answers for it)."""
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    sys.modules[name] = module
+
+
 def load_purejaxrl(path: str):
     """`make_train` of `PATH/purejaxrl/ppo.py` (or `PATH/ppo.py`), with the shim in place."""
     folder = os.path.join(path, "purejaxrl") if os.path.isdir(os.path.join(path, "purejaxrl")) \
@@ -369,13 +377,15 @@ def load_purejaxrl(path: str):
     # `wrappers.py` imports Brax and navix at its top but uses them only in wrappers that
     # `ppo.py` on gymnax never builds: stand-ins where they are not installed (a GPU image).
     if importlib.util.find_spec("brax") is None:
-        training = types.SimpleNamespace(EpisodeWrapper=None, AutoResetWrapper=None)
-        envs = types.SimpleNamespace(wrappers=types.SimpleNamespace(training=training))
-        sys.modules.update({"brax": types.SimpleNamespace(envs=envs), "brax.envs": envs,
-                            "brax.envs.wrappers": envs.wrappers,
-                            "brax.envs.wrappers.training": training})
+        for name in ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"):
+            _stand_in(name)
+        sys.modules["brax.envs.wrappers.training"].EpisodeWrapper = None
+        sys.modules["brax.envs.wrappers.training"].AutoResetWrapper = None
+        sys.modules["brax"].envs = sys.modules["brax.envs"]
+        sys.modules["brax.envs"].wrappers = sys.modules["brax.envs.wrappers"]
+        sys.modules["brax.envs.wrappers"].training = sys.modules["brax.envs.wrappers.training"]
     if importlib.util.find_spec("navix") is None:
-        sys.modules["navix"] = types.SimpleNamespace()
+        _stand_in("navix")
     import gymnax
 
     make = gymnax.make

@@ -4,7 +4,8 @@ On XLA:CPU every top-level instruction of a computation (a fusion, a dot, a copy
 kernel the runtime dispatches, ~0.1-2 µs each before any arithmetic; on a GPU it is a launch.
 So a small RL program's speed follows how many of them run per update. This walks the program
 from its entry, multiplies each while loop's body by its trip count (XLA records it as
-`known_trip_count`), inlines calls, and counts kernels per loop and per run.
+`known_trip_count`), inlines calls, and counts kernels per loop and per run. A `conditional`
+counts as one kernel (its branches are not walked: jaxppo's training programs hold none).
 
     python scripts/hlo_profile.py --config configs/cartpole.yaml
     python scripts/hlo_profile.py --config configs/cartpole.yaml --purejaxrl PATH
@@ -20,6 +21,10 @@ import re
 import sys
 from collections import Counter
 from typing import NamedTuple
+
+import jax
+
+from jaxppo import load_config, make_train
 
 NOT_KERNELS = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast", "after-all"}
 
@@ -82,7 +87,8 @@ def profile(text: str) -> tuple[list[Loop], Counter]:
                 loops.append(Loop(depth, trips, 0, 0))
                 inner = walk(body, mult * trips, depth + 1) + walk(cond, mult * (trips + 1),
                                                                   depth + 1)
-                own = sum(1 for x in comps.get(body, []) if _opcode(x) not in NOT_KERNELS)
+                own = sum(1 for x in comps.get(body, [])
+                          if _opcode(x) not in NOT_KERNELS | {"while", "call"})
                 loops[index] = loops[index]._replace(kernels=own, executions=inner)
                 total += inner
             elif op == "call":
@@ -112,10 +118,6 @@ def report(title: str, text: str, top: int = 12) -> tuple[str, int]:
 def compiled_texts(config_path: str, purejaxrl: str | None, seeds: int = 1) -> dict[str, str]:
     """The optimized HLO of jaxppo's `make_train` (and PureJaxRL's `ppo.py`) on a config, each
     vmapped over `seeds` as the benchmarks run them."""
-    import jax
-
-    from jaxppo import load_config, make_train
-
     cfg = load_config(config_path)
     keys = jax.random.split(jax.random.key(0), seeds)
     fns = {"jaxppo make_train": make_train(cfg)}

@@ -160,7 +160,8 @@ def test_every_callback_runs_once_after_its_state_unused_or_repeated_ones_too():
         s1, twin, s2 = jax.jit(prog)(jax.random.key(0))
     # each once; a step after the one whose state it takes (the data dependency orders them:
     # they are not JAX's ordered effects, see host.py); the three taking the same state, in
-    # any order among themselves (obs: position, steps so far; no walker gets to +-3 here)
+    # any order among themselves (obs: position, steps so far; env 0 starts at 0 and cannot
+    # reach +-3 in these four steps, so its walk never restarts)
     assert calls[:2] == ["reset", 1] and sorted(calls[2:]) == [0, 0, 1]
     assert list(np.asarray(s1)[:, 1]) == [1, 1]
     assert sorted([int(np.asarray(twin)[0, 1]), int(np.asarray(s2)[0, 1])]) in ([2, 3], [2, 4],

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from jaxppo import Hparams, PPOConfig, make_train
-from jaxppo.train import METRIC_NAMES
+from jaxppo.train import (
+    BITONIC_MAX_ROWS,
+    BITONIC_MIN_AGENTS,
+    METRIC_NAMES,
+    SORT_KEY_INDEX_BITS,
+    bitonic_sort,
+    epoch_permutations,
+)
 
 
 def assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
@@ -217,8 +224,6 @@ def test_epoch_permutations_are_uniform_permutations():
     """The one-operand sort with the row index in the sort key's low bits still gives every
     ordering with equal chance: each row is equally likely at each position, and any two rows
     are as likely in either order (hand-checkable frequencies over 4,000 draws of 6 rows)."""
-    from jaxppo.train import SORT_KEY_INDEX_BITS, epoch_permutations
-
     config = PPOConfig(env_id="CartPole-v1", num_envs=2, num_steps=3, update_epochs=4,
                        num_minibatches=3)
     keys = jax.random.split(jax.random.key(0), 1000)
@@ -232,13 +237,14 @@ def test_epoch_permutations_are_uniform_permutations():
     assert chi2 < 60, counts  # 25 degrees of freedom: p < 1e-4 beyond 60
     before = (np.argsort(perms, axis=1)[:, 0] < np.argsort(perms, axis=1)[:, 5]).mean()
     assert abs(before - 0.5) < 0.04
-    from jaxppo.train import BITONIC_MAX_ROWS, bitonic_sort
-
     for n in (1, 5, 8, 513):  # the sorting network equals a sort, padded lengths included
         k = jax.random.bits(jax.random.key(n), (2, n))
         assert np.array_equal(np.asarray(bitonic_sort(k)), np.sort(np.asarray(k), axis=-1))
-    mid = np.asarray(epoch_permutations(jax.random.key(2), config, BITONIC_MAX_ROWS + 1))
-    assert all(np.array_equal(np.sort(p), np.arange(mid.shape[1])) for p in mid)  # lax.sort
+    # XLA's sort where the network is not used: too many rows, too few vmapped agents
+    for agents, rows in ((BITONIC_MIN_AGENTS, BITONIC_MAX_ROWS + 1), (BITONIC_MIN_AGENTS - 1, 6)):
+        many = np.asarray(jax.vmap(lambda k, r=rows: epoch_permutations(k, config, r))(
+            jax.random.split(jax.random.key(2), agents))).reshape(-1, rows)
+        assert all(np.array_equal(np.sort(p), np.arange(rows)) for p in many)
     # above 2^16 rows the random bits are argsorted instead (too few left beside the index)
     big = np.asarray(epoch_permutations(jax.random.key(1), config, 2 ** SORT_KEY_INDEX_BITS + 1))
     assert all(np.array_equal(np.sort(p), np.arange(big.shape[1])) for p in big)

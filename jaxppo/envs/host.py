@@ -6,11 +6,13 @@ checkpoints and memory estimates take either.
 The scan carries nothing of the host's state: `EnvState.inner` is an int32 token per env that
 every callback takes and gives back, so each step depends on the reset and on the step before
 (through the token, and through the action, which depends on the last observation): that data
-dependency is what orders them. The callbacks are side effects, so each runs once, even where
-nothing uses a result, and none is merged with another of the same inputs (tested). They are
-not JAX's *ordered* effects: those thread XLA tokens through the program, and XLA:GPU's fusion
-pass aborted the process compiling a vmapped host-env program that held them (`Check failed:
-shape.IsArray() || shape.IsTuple()` in its cost analysis; jaxlib 0.11.2, H200, BENCHMARKS.md).
+dependency is what orders them, so a program resets a host env only before it steps it (every
+one jaxppo builds does: `init`, `restart_episodes` and evaluation are programs of their own).
+The callbacks are side effects, so each runs once, even where nothing uses a result, and none is
+merged with another of the same inputs (tested). They are not JAX's *ordered* effects: those
+thread XLA tokens through the program, and XLA:GPU's fusion pass aborted the process compiling a
+vmapped host-env program that held them (`Check failed: shape.IsArray() || shape.IsTuple()` in
+its cost analysis; jaxlib 0.11.2, H200, BENCHMARKS.md).
 
 Vmapped agents (`--seeds N`, sweeps, nested vmaps) share ONE pool of S x N envs stepped by ONE
 callback per step: `io_callback`'s own batching rule would call the host S times in sequence,
