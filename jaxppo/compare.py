@@ -39,7 +39,7 @@ from jaxppo.errors import ConfigError
 from jaxppo.experiment import Experiment
 from jaxppo.machine import describe
 from jaxppo.plots import plot_compare
-from jaxppo.stats import SOLVE_THRESHOLDS, SolveTracker
+from jaxppo.stats import SolveTracker, solve_threshold
 
 SYSTEMS = ("jaxppo", "jaxppo-seeds", "sb3-dummy", "sb3-subproc")
 """jaxppo with 1 seed; jaxppo with N vmapped seeds; SB3 with DummyVecEnv; SB3 with SubprocVecEnv."""
@@ -116,6 +116,13 @@ def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
                           f"nature_cnn with {config.activation!r} would compare different "
                           "networks; use activation: relu")
     notes = []
+    if solve_threshold(config.env_id) is None:
+        notes.append(f"{config.env_id} has no solve threshold: time to solve is not defined "
+                     "(-); compare the final return")
+    if config.compute_dtype != "float32":
+        notes.append(f"compute_dtype: float32 on both sides (SB3's torch network is float32; "
+                     f"{config.compute_dtype} would compare different arithmetic)")
+        config = dataclasses.replace(config, compute_dtype="float32")
     if config.clip_vloss:
         config = dataclasses.replace(config, clip_vloss=False)
         notes.append("clip_vloss: off on both sides (SB3 has no CleanRL-style max-form value "
@@ -214,7 +221,7 @@ def _run_sb3(config: PPOConfig, subproc: bool, seed: int, t0: float) -> dict:
 
     model = make_sb3(config, subproc, seed)
     setup = time.perf_counter() - t0
-    tracker = SolveTracker(SOLVE_THRESHOLDS.get(config.env_id), 1)
+    tracker = SolveTracker(solve_threshold(config.env_id), 1)
     state = {"solve_s": None, "solve_steps": None, "final": None, "episodes": []}
 
     class Track(BaseCallback):
@@ -304,6 +311,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     if not warm_cache:  # a cold compile is what a new user pays: count it
         env["JAXPPO_COMPARE_NO_CACHE"] = "1"
     runs: dict[str, list[dict]] = {s: [] for s in systems}
+    threshold = solve_threshold(config.env_id)
     payload = json.dumps(config.to_dict())
     for k in range(repeats):
         for system in systems:
@@ -319,13 +327,18 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
                 raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
             result = json.loads(proc.stdout.strip().splitlines()[-1])
             runs[system].append(result)
-            solve = f"{result['solve_s']:.1f} s" if result["solve_s"] is not None else "not solved"
+            solve = (f"{result['solve_s']:.1f} s" if result["solve_s"] is not None
+                     else "not solved" if threshold is not None else "no threshold")
             echo(f"      setup {result['setup_s']:.1f} s, {result['sps']:,.0f} SPS, "
                  f"solved: {solve}, final return {result['final_return']}")
-    return [aggregate(system, runs[system], config, seeds) for system in systems], notes
+    return [aggregate(system, runs[system], config, seeds, threshold is not None)
+            for system in systems], notes
 
 
-def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int) -> dict:
+def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
+              has_threshold: bool = True) -> dict:
+    """One table row: medians over the repeats; solve columns only where the env has a
+    threshold (None/"-" otherwise: "not solved" would claim a bar that does not exist)."""
     med = lambda key: statistics.median(r[key] for r in results)  # noqa: E731
     solves = [r["solve_s"] for r in results if r["solve_s"] is not None]
     finals = [r["final_return"] for r in results if r["final_return"] is not None]
@@ -337,7 +350,7 @@ def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int) -
         "run_s": med("run_s"),
         "sps": med("sps"),
         "solve_s": statistics.median(solves) if len(solves) == len(results) else None,
-        "solved": f"{len(solves)}/{len(results)}",
+        "solved": f"{len(solves)}/{len(results)}" if has_threshold else "-",
         "final_return": statistics.mean(finals) if finals else None,
     }
 
@@ -363,7 +376,8 @@ def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
         lines.append(
             f"| {r['label']} | {r['setup_s']:.1f} | {r['sps']:,.0f} | "
             f"{_fmt(r.get('sps_x_sb3-dummy'), ',.1f')} | {_fmt(r.get('sps_x_sb3-subproc'), ',.1f')} | "
-            f"{_fmt(r['solve_s'], '.1f', 'not solved')} | {r['solved']} | "
+            f"{_fmt(r['solve_s'], '.1f', 'not solved' if r['solved'] != '-' else '-')} | "
+            f"{r['solved']} | "
             f"{_fmt(r['final_return'], '.1f')} |")
     lines += ["", *[f"- {n}" for n in notes]]
     return "\n".join(lines) + "\n"
