@@ -148,3 +148,13 @@ ENTRY %main (x: f32[2]) -> f32[2] {
     trips = [int(line.split("|")[2]) for line in out.splitlines() if line.startswith("| ")
              and line.split("|")[2].strip().isdigit()]
     assert trips[:2] == [976, 128] and 4 in trips  # updates, then the rollout; epochs
+
+
+def test_random_play_scores_whole_games():
+    """Breakout's random play, 3 whole games (all lives); a JAX env is refused in one line."""
+    out = run("scripts/random_play.py", "--config", "configs/atari_breakout.yaml", "--games", "3")
+    assert out.startswith("envpool/Breakout-v5: random play, 3 whole games: mean ")
+    proc = subprocess.run([sys.executable, "scripts/random_play.py", "--config",
+                           "configs/cartpole.yaml"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "CartPole-v1 is not a host env" in proc.stderr
