@@ -177,6 +177,7 @@ def test_a_grid_over_a_static_key_compiles_once_per_static_setting(cli_sweep):
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["status"] == "finished" and summary["static_settings"] == 3
     assert [r["rank"] for r in summary["ranked"]] == [1, 2, 3, 4, 5, 6]
+    assert {r["updates"] for r in rows} == {"8"}  # each setting's own count (512 / 64)
     for r in rows:  # each row's runs are its group's agents of that setting
         group = os.path.join(run_dir, r["group"])
         assert load_config(os.path.join(group, "config.yaml")).num_minibatches == int(

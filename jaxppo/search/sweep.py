@@ -332,6 +332,10 @@ class StaticSweep:
                 final[p * s:(p + 1) * s] = o.final_return[j * s:(j + 1) * s]
                 diverged[p * s:(p + 1) * s] = o.diverged[j * s:(j + 1) * s]
         ranked = rank_settings([self.settings[i] for i in order], final, diverged, s)
+        # each setting's own update count (groups may differ in num_updates: not a rank key)
+        went = {i: o.summary.get("env_steps", 0) // group_config(self.config, g).batch_size
+                for g, o in zip(groups, outcomes, strict=True) for i in g.indices}
+        ranked = [{**r, "updates": went[order[r["runs"][0] // s]]} for r in ranked]
         in_grid = sorted(ranked, key=lambda r: r["runs"][0])
         rows = group_rows(ranked, self.groups, s, order)
         summary = {
