@@ -201,7 +201,9 @@ class Experiment:
         `jaxppo.search.pbt.PBTController`): the driver's `due`/`observe`/`replace`, plus
         `chunk_length(want, start_update)`, `start(run_dir, start_update, saved) -> Hparams`,
         `state()` (kept in every checkpoint, given back as `saved` on resume), `summary()`
-        (added to summary.json) and `common_seeds` (False: every run its own seed key).
+        (added to summary.json), `common_seeds` (False: every run its own seed key) and
+        optionally `renewed_since()` ([R] the update after which a run's learner was replaced
+        by a healthy one, -1 for none: its earlier NaN/Inf no longer makes it diverged).
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
@@ -313,6 +315,11 @@ class Experiment:
         seed_keys = jax.random.split(jax.random.key(self.seed), self.seeds)
         return jnp.tile(seed_keys, len(self.settings))
 
+    def renewed_since(self) -> np.ndarray | None:
+        """[R] the controller's `renewed_since()` (PBT), or None (no run is ever renewed)."""
+        renewed = getattr(self.controller, "renewed_since", None)
+        return None if renewed is None else np.asarray(renewed(), int)
+
     def stacked_hparams(self) -> Hparams | None:
         """The sweep's settings as one `Hparams` with leaves [R] (None: the config's)."""
         if self.settings is None:
@@ -423,7 +430,8 @@ class Experiment:
         loop = self._loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
         if resume and run_dir is not None and not self.stop_on_divergence:  # a sweep's record
             loop.divergences = _logged_divergences(run_dir, self.num_runs)
-            loop.diverged_runs[list(loop.divergences)] = True
+            again = _logged_divergences(run_dir, self.num_runs, self.renewed_since())
+            loop.diverged_runs[list(again)] = True
         try:
             for cb in callbacks:
                 cb.on_start(info)
@@ -558,7 +566,8 @@ class Experiment:
         if self.controller is not None:  # its summary: the members' settings now
             self.controller.start(None, resume["update"], resume["extra"].get("controller"))
         loop.status = "finished"
-        loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs)
+        loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs,
+                                            self.renewed_since())
         loop.divergences = _logged_divergences(run_dir, self.num_runs)
         result = loop.result(resume["runner"])
         result.wall_s, result.compile_s = loop.stats.wall_before, None
@@ -649,6 +658,9 @@ class _Loop:
         self.chunks.append(m)
         bad = find_nonfinite(m, chunk.first_update)
         self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
+        since = self.exp.renewed_since()
+        if since is not None:  # a PBT member renewed at this chunk's end is healthy again
+            self.diverged_runs &= since != chunk.update
         for d in run_divergences(m, chunk.first_update):
             self.divergences.setdefault(d.run, d)
         event = ChunkEvent(self.info, chunk.first_update, chunk.update, m,
@@ -834,27 +846,33 @@ def _summary_problem(path: str, settings) -> str:
     return "it says the run did not finish" if summary.get("finished") is False else ""
 
 
-def _diverged_runs(run_dir: str, runner, num_runs: int) -> np.ndarray:
-    """[R] runs that went NaN/Inf: flagged in metrics.csv's `nonfinite` column or holding
-    non-finite parameters in the checkpoint."""
+def _diverged_runs(run_dir: str, runner, num_runs: int, after: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """[R] runs that went NaN/Inf: flagged in metrics.csv's `nonfinite` column (after update
+    `after[run]`, where given: a PBT member's renewal) or holding non-finite parameters in the
+    checkpoint."""
     bad = np.zeros(num_runs, bool)
     for x in jax.tree.leaves(jax.device_get(runner.train_state)):
         x = np.asarray(x)
         if np.issubdtype(x.dtype, np.floating):
             bad |= ~np.isfinite(x.reshape(num_runs, -1)).all(axis=1)
-    for run in _logged_divergences(run_dir, num_runs):
+    for run in _logged_divergences(run_dir, num_runs, after):
         bad[run] = True
     return bad
 
 
-def _logged_divergences(run_dir: str, num_runs: int) -> dict[int, Divergence]:
+def _logged_divergences(run_dir: str, num_runs: int, after: np.ndarray | None = None
+                        ) -> dict[int, Divergence]:
     """Each run's first divergence as metrics.csv recorded it (`nonfinite`,
-    `nonfinite_source`): what a resumed or rebuilt sweep knew before its checkpoint."""
+    `nonfinite_source`): what a resumed or rebuilt sweep knew before its checkpoint; with
+    `after` [R], the first after update `after[run]`."""
     log, out = os.path.join(run_dir, "metrics.csv"), {}
     if not os.path.isfile(log):
         return out
     for r in parse_metrics_log(log)[0]:
         if not (r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs):
+            continue
+        if after is not None and int(r["update"]) <= after[int(r["run"])]:
             continue
         code = int(float(r.get("nonfinite_source") or 0))
         source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"

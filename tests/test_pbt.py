@@ -287,3 +287,32 @@ def test_a_damaged_pbt_log_on_resume_is_one_line_and_left_as_it_is(tmp_path, dam
         PBTController(_config(), parse_space(SPACE_ARGS), settings, interval=2).start(
             str(tmp_path), 4, saved)
     assert (tmp_path / "pbt.csv").read_bytes() == before  # nothing rewritten
+
+
+def test_a_rescued_member_is_not_diverged_but_one_that_goes_non_finite_again_is(tmp_path,
+                                                                                capsys):
+    """lr 1e35 sends a member's parameters to NaN/Inf at its first update; an exploit replaces
+    its learner with a healthy parent's. With these draws (host numpy, seed 7) member 3 is
+    rescued at update 2 and stays finite, while member 0, rescued at 4, explores back to lr
+    1e35 and goes non-finite again. `diverged_runs` counts the runs non-finite after their last
+    renewal, in the summary and when it is rebuilt from the checkpoint."""
+    argv = ["sweep", "--config", CARTPOLE, *TINY, "--search", "pbt", "--population", "4",
+            "--interval", "2", "--space", "lr=0.0003,0.0005,0.001,1e35", "--seed", "7",
+            "--logdir", str(tmp_path), "--run-name", "nan"]
+    code, err = run_cli(capsys, argv)
+    assert code == 0, err
+    run = tmp_path / "nan"
+    last = {int(r["member"]): int(r["update"]) for r in _rows(run / "pbt.csv")}  # the last
+    bad: dict[int, list[int]] = {}
+    for r in _rows(run / "metrics.csv"):
+        if float(r["nonfinite"]) > 0:
+            bad.setdefault(int(r["run"]), []).append(int(r["update"]))
+    again = sorted(m for m, ups in bad.items() if max(ups) > last.get(m, -1))
+    rescued = sorted(m for m, ups in bad.items() if max(ups) <= last.get(m, -1))
+    assert rescued == [3] and again == [0]
+    summary = json.load(open(run / "summary.json"))
+    assert summary["status"] == "finished" and summary["diverged_runs"] == again
+    os.remove(run / "summary.json")  # killed before it: the resume rebuilds it from the log
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
+    assert code == 0, err
+    assert json.load(open(run / "summary.json"))["diverged_runs"] == again

@@ -163,6 +163,7 @@ class PBTController:
         self.run_dir: str | None = None
         self._reset_window()
         self.exploits = np.zeros(self.population, int)
+        self.last_exploit = np.full(self.population, -1)  # update of each member's last, or -1
 
     @classmethod
     def from_record(cls, config: PPOConfig, record: dict, settings: list[dict]
@@ -194,6 +195,8 @@ class PBTController:
             self.ret_count = np.asarray(saved["ret_count"], int)
             self.bad = np.asarray(saved["bad"], bool)
             self.exploits = np.asarray(saved["exploits"], int)
+            # a checkpoint from before it was kept: unknown (-1), so no divergence is undone
+            self.last_exploit = np.asarray(saved.get("last_exploit", [-1] * self.population), int)
         if run_dir is not None:
             keys = list(self.space)
             self._start_csv("pbt.csv", ["update", "member", "parent", "member_return",
@@ -236,7 +239,8 @@ class PBTController:
                 "ret_sum": [float(x) for x in self.ret_sum],
                 "ret_count": [int(x) for x in self.ret_count],
                 "bad": [bool(x) for x in self.bad],
-                "exploits": [int(x) for x in self.exploits]}
+                "exploits": [int(x) for x in self.exploits],
+                "last_exploit": [int(x) for x in self.last_exploit]}
 
     def summary(self) -> dict:
         """summary.json's additions: each member's hyperparameters now (the sweep table's
@@ -258,6 +262,12 @@ class PBTController:
         self.bad |= (np.asarray(chunk.metrics["nonfinite"]) > 0).any(axis=1) | \
             np.isinf(ret).any(axis=1)
 
+    def renewed_since(self) -> np.ndarray:
+        """[R] the update after which each member's learner is a healthy parent's copy (its
+        last exploit; -1: never): a NaN/Inf it had before is gone, so it counts as diverged
+        only if it goes non-finite again after that update."""
+        return self.last_exploit.copy()
+
     def replace(self, runner, hparams: Hparams, update: int) -> tuple[Any, Hparams]:
         """One PBT step at `update`: the runner with the exploited members' `TrainState`
         copied from their parents, and the members' new hyperparameters."""
@@ -271,6 +281,7 @@ class PBTController:
             source[member] = parent
             self.settings[member] = explore(before[parent], self.space, rng)
             self.exploits[member] += 1
+            self.last_exploit[member] = update
             rows.append([update, member, parent, _cell(recent[member]), _cell(recent[parent]),
                          *(_cell(v) for k in self.space
                            for v in (before[member][k], self.settings[member][k]))])
