@@ -448,19 +448,25 @@ def cmd_eval(args) -> int:
     mode = "deterministic" if args.deterministic else "stochastic"
     done = res.completed  # an episode cut off at the step cap has no return, only a sum
     agent = 0 if args.agent is None else args.agent
+    per_run = res.updates_per_run or [res.update] * res.returns.shape[0]
+    ragged = len(set(per_run)) > 1  # a halving sweep: agents stopped at their rungs
+    update = res.update
     if args.agent is not None:  # one agent of a sweep (a PBT member, a row's `runs` entry)
         if not 0 <= args.agent < res.returns.shape[0]:
             raise UsageError(f"--agent {args.agent}: this run has agents 0.."
                              f"{res.returns.shape[0] - 1} (a sweep row's runs, a PBT member)")
         one = slice(agent, agent + 1)
         res = res._replace(returns=res.returns[one], lengths=res.lengths[one],
-                           cut_off=None if res.cut_off is None else res.cut_off[one])
+                           cut_off=None if res.cut_off is None else res.cut_off[one],
+                           updates_per_run=per_run[one])
+        update = per_run[agent]
         done = res.completed
         print(f"agent {agent}:", end=" ")
     elif res.returns.shape[0] > 1:
         for r, ret in enumerate(res.returns):
-            print(f"seed {r}: {_eval_return(ret, done[r], per_seed=True)}")
-    print(f"{res.env_id} ({mode}, update {res.update}): return "
+            went = f" (update {per_run[r]})" if ragged else ""
+            print(f"seed {r}: {_eval_return(ret, done[r], per_seed=True)}{went}")
+    print(f"{res.env_id} ({mode}, update {update}): return "
           f"{_eval_return(res.returns, done)}")
     if not done.all():
         print(f"note: {int((~done).sum())} of {done.size} episodes were still running at the "

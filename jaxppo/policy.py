@@ -35,6 +35,7 @@ from jaxppo.errors import UsageError
 from jaxppo.files import check_writable
 from jaxppo.memory import check_eval_memory
 from jaxppo.networks import is_recurrent, make_network
+from jaxppo.search.halving import is_halving, run_updates
 from jaxppo.train import TrainState
 
 
@@ -63,6 +64,7 @@ class Policy(NamedTuple):
     seed: int  # the run's index in the checkpoint's runs axis
     env: Any = None  # the environment instance the run trained on, if not `config.env_id`'s
     env_params: Any = None
+    trained_updates: int | None = None  # this run's own: a halving agent stopped at a rung
 
     @property
     def recurrent(self) -> bool:
@@ -203,7 +205,18 @@ def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
     ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
     _check_seed(seed, ckpt.num_runs, run_dir)
     ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
-    return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params)
+    return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params,
+                  updates_per_run(ckpt)[seed])
+
+
+def updates_per_run(ckpt) -> list[int]:
+    """[R] the updates each run of a checkpoint trained: the checkpoint's, except in a halving
+    sweep, whose agents stopped at a rung keep the parameters they had there."""
+    extra = ckpt.extra
+    if not is_halving(extra.get("search")):
+        return [int(ckpt.update)] * ckpt.num_runs
+    seeds = ckpt.num_runs // max(1, len(extra.get("settings") or ()))
+    return [int(u) for u in run_updates(extra["search"], seeds, ckpt.update)]
 
 
 class EvalResult(NamedTuple):
@@ -221,6 +234,7 @@ class EvalResult(NamedTuple):
     deterministic: bool
     cut_off: np.ndarray | None = None  # [R, E] bool: still running at `max_steps`
     max_steps: int | None = None  # the step cap the episodes were played to
+    updates_per_run: list[int] | None = None  # [R] each run's own (a halving agent stopped early)
 
     @property
     def completed(self) -> np.ndarray:
@@ -239,6 +253,7 @@ class EvalResult(NamedTuple):
         cut = ~self.completed
         return {
             "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
+            "updates_per_run": self.updates_per_run,
             "deterministic": self.deterministic, "episodes": int(self.returns.shape[1]),
             "returns": self.returns.tolist(), "lengths": self.lengths.tolist(),
             "mean_per_run": self.mean_per_run(),  # over completed episodes; null if none
@@ -268,7 +283,7 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
                                                jax.random.key(seed), episodes, deterministic,
                                                env=env, env_params=env_params)
     result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
-                        ~finished, max_episode_steps(venv))
+                        ~finished, max_episode_steps(venv), updates_per_run(ckpt))
     if out is not None:
         with open(out, "w") as f:
             json.dump(result.to_dict(), f, indent=1)

@@ -199,10 +199,18 @@ def test_a_stopped_agent_can_be_evaluated_and_loaded(halving_run, capsys):
     policy = load_policy(run, seed=stopped)
     obs = np.zeros((4,), np.float32)
     assert np.shape(policy.act(obs)) == ()
+    # its own update count (it stopped at rung 0's end), not the checkpoint's 24
+    assert (policy.update, policy.trained_updates) == (24, 6)
     code, err = run_cli(capsys, ["eval", run, "--episodes", "2", "--seed", "1", "--no-cache"])
     assert code == 0, err
     ev = json.load(open(os.path.join(run, "eval.json")))
     assert len(ev["mean_per_run"]) == 8 and all(m is not None for m in ev["mean_per_run"])
+    went = {g: 6 for g in range(4)} | {g: 12 for g in kept[1]} | {g: 24 for g in kept[2]}
+    assert ev["updates_per_run"] == [went[r // 2] for r in range(8)]
+    capsys.readouterr()
+    assert main(["eval", run, "--episodes", "1", "--agent", str(stopped), "--no-json",
+                 "--no-cache"]) == 0
+    assert "(deterministic, update 6): return" in capsys.readouterr().out
 
 
 def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving_run):
