@@ -50,7 +50,7 @@ from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, EnvError, UsageError
-from jaxppo.files import RunLock, check_no_symlinks, check_run_name
+from jaxppo.files import RunLock, check_no_symlinks, check_run_name, free_name
 from jaxppo.logger import (
     CsvLogger,
     SummaryFile,
@@ -394,7 +394,7 @@ class Experiment:
                 write_config(run_dir, config)
             if resume and resume.get("keep_damaged_log") and main:  # before the repair drops rows
                 log = os.path.join(run_dir, "metrics.csv")
-                copy = _free_name(log + ".damaged")
+                copy = free_name(log + ".damaged")
                 shutil.copyfile(log, copy)
                 print(f"note: '{log}' was repaired: {'; '.join(resume['keep_damaged_log'])}; the file "
                       f"as it was is kept as '{copy}'", file=sys.stderr)
@@ -578,7 +578,7 @@ class Experiment:
         for name, why in resume["rebuild"] if write else []:
             if why:  # damaged: kept beside the one rebuilt
                 path = os.path.join(run_dir, name)
-                copy = _free_name(path + ".damaged")
+                copy = free_name(path + ".damaged")
                 os.replace(path, copy)
                 print(f"note: '{path}' was damaged ({why}); it is kept as '{copy}' and rebuilt "
                       "from the checkpoint", file=sys.stderr)
@@ -879,15 +879,6 @@ def _logged_divergences(run_dir: str, num_runs: int, after: np.ndarray | None = 
         d = Divergence(int(r["run"]), int(r["update"]), source)
         if d.run not in out or d.update < out[d.run].update:
             out[d.run] = d
-    return out
-
-
-def _free_name(path: str) -> str:
-    """`path`, or `path-2`, `path-3`, ...: the first that does not exist yet."""
-    out, i = path, 1
-    while os.path.lexists(out):
-        i += 1
-        out = f"{path}-{i}"
     return out
 
 

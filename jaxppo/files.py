@@ -68,6 +68,16 @@ def check_no_symlinks(run_dir: str) -> None:
                                  "its run directory: replace the link with a copy")
 
 
+def free_name(path: str) -> str:
+    """`path`, or `path-2`, `path-3`, ...: the first that does not exist yet (where a damaged
+    or unfinished file is moved aside)."""
+    out, i = path, 1
+    while os.path.lexists(out):
+        i += 1
+        out = f"{path}-{i}"
+    return out
+
+
 def write_atomic(path: str, data: str | bytes) -> None:
     """Write a whole file or nothing: a temp file in the same folder, fsync, rename over the
     old one (a kill mid-write leaves the previous version). Never follows a symlink at `path`."""

@@ -28,8 +28,8 @@ from jaxppo.callbacks import setting_label
 from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.driver import Driver
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.experiment import Experiment, _free_name, make_run_dir, run_dir_of
-from jaxppo.files import RunLock, write_atomic
+from jaxppo.experiment import Experiment, make_run_dir, run_dir_of
+from jaxppo.files import RunLock, free_name, write_atomic
 from jaxppo.logger import write_summary
 from jaxppo.search.halving import halving_search
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
@@ -273,7 +273,7 @@ class StaticSweep:
         if path is not None and os.path.isdir(os.path.join(path, "checkpoint")):
             return Experiment.from_checkpoint(path, **self.kwargs, **self.resume_kwargs)
         if path is not None and os.path.lexists(path):  # killed before its first checkpoint
-            aside = _free_name(path + ".unfinished")
+            aside = free_name(path + ".unfinished")
             os.replace(path, aside)
             print(f"note: '{path}' had no checkpoint (stopped before its first); it is kept "
                   f"as '{aside}' and the group starts again", file=sys.stderr)
