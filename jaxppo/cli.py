@@ -366,6 +366,11 @@ def cmd_sweep(args) -> int:
             return 3
         print(f"note: {n} of {exp.num_runs} agents diverged; the first: {what}; {fix}",
               file=sys.stderr)
+    rescued = sorted({d["run"] for d in s.get("divergences", [])} - set(s["diverged_runs"]))
+    if rescued and "pbt" in s:
+        print(f"note: agent(s) {' '.join(map(str, rescued))} went NaN/Inf and PBT's exploit "
+              "replaced their learner with a healthy one (summary.json: divergences)",
+              file=sys.stderr)
     if result.rebuilt:
         return 0
     print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")

@@ -92,7 +92,8 @@ def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
     CleanRL-style value clipping (`clip_vloss`: the max of the clipped and unclipped losses) has
     no SB3 equivalent: SB3's `clip_range_vf` clips the prediction itself, which at CartPole's
     return scale would pin the critic within `clip_eps` of its rollout values. So it is off on
-    both sides.
+    both sides. A bfloat16 `compute_dtype` becomes float32 (SB3's torch network is float32).
+    An env with no solve threshold gets a note too: the table's solve columns read "-".
     """
     kind = env_kind(config.env_id)
     default = PPOConfig()

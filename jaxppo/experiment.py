@@ -429,9 +429,11 @@ class Experiment:
         t_start = time.perf_counter()
         loop = self._loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
         if resume and run_dir is not None and not self.stop_on_divergence:  # a sweep's record
-            loop.divergences = _logged_divergences(run_dir, self.num_runs)
-            again = _logged_divergences(run_dir, self.num_runs, self.renewed_since())
-            loop.diverged_runs[list(again)] = True
+            upto = resume["update"]  # rows past the checkpoint are cut, not replayed as such
+            loop.divergences = _logged_divergences(run_dir, self.num_runs, upto)
+            since = self.renewed_since()
+            loop.live = _logged_divergences(run_dir, self.num_runs, upto, since)
+            loop.diverged_runs[list(loop.live)] = True
         try:
             for cb in callbacks:
                 cb.on_start(info)
@@ -566,9 +568,10 @@ class Experiment:
         if self.controller is not None:  # its summary: the members' settings now
             self.controller.start(None, resume["update"], resume["extra"].get("controller"))
         loop.status = "finished"
-        loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs,
-                                            self.renewed_since())
-        loop.divergences = _logged_divergences(run_dir, self.num_runs)
+        upto, since = resume["update"], self.renewed_since()
+        loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs, upto, since)
+        loop.divergences = _logged_divergences(run_dir, self.num_runs, upto)
+        loop.live = _logged_divergences(run_dir, self.num_runs, upto, since)
         result = loop.result(resume["runner"])
         result.wall_s, result.compile_s = loop.stats.wall_before, None
         result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
@@ -641,7 +644,8 @@ class _Loop:
         self.stop_signal = None
         self.diverged: Divergence | None = None
         self.diverged_runs = np.zeros(info.num_runs, bool)
-        self.divergences: dict[int, Divergence] = {}  # each run's first, by run
+        self.divergences: dict[int, Divergence] = {}  # each run's first, by run (the record)
+        self.live: dict[int, Divergence] = {}  # each run's first since a PBT renewal (if any)
         self.good_runner, self.good_update = None, (info.start_update or None)
         self.chunks: list[dict] = []
         self.stop_flag = None
@@ -658,11 +662,15 @@ class _Loop:
         self.chunks.append(m)
         bad = find_nonfinite(m, chunk.first_update)
         self.diverged_runs |= (np.asarray(m["nonfinite"]) > 0).any(axis=1)
-        since = self.exp.renewed_since()
-        if since is not None:  # a PBT member renewed at this chunk's end is healthy again
-            self.diverged_runs &= since != chunk.update
         for d in run_divergences(m, chunk.first_update):
             self.divergences.setdefault(d.run, d)
+            self.live.setdefault(d.run, d)
+        since = self.exp.renewed_since()
+        if since is not None:  # a PBT member renewed at this chunk's end is healthy again
+            renewed = since == chunk.update
+            self.diverged_runs &= ~renewed
+            for run in np.flatnonzero(renewed):
+                self.live.pop(int(run), None)
         event = ChunkEvent(self.info, chunk.first_update, chunk.update, m,
                            self.stats.wall_before + chunk.wall_s, chunk.chunk_s, self.compile_s,
                            self.stats, runner, bad, active)
@@ -694,8 +702,9 @@ class _Loop:
         returns = stats.final_return
         mean, std = mean_std_or_none(returns)
         dev = jax.devices()[0]
-        if self.diverged is None and self.divergences:  # a sweep goes on: its first, by update
-            self.diverged = min(self.divergences.values(), key=lambda d: (d.update, d.run))
+        if self.diverged is None and self.live:  # a sweep goes on: its first, by update, of
+            # the runs diverged now (a rescued PBT member's is only in `divergences`)
+            self.diverged = min(self.live.values(), key=lambda d: (d.update, d.run))
         if self.status == "finished" and self.diverged_runs.all():
             self.status = "diverged"  # every agent: nothing in the run is a result
         summary = {
@@ -707,7 +716,8 @@ class _Loop:
             "final_return_mean": mean,
             "final_return_std": std,
             "runs_without_return": int((stats.episodes == 0).sum()),
-            # episodes ended, but the return is NaN/Inf: the run diverged (diverged_runs)
+            # episodes ended, but the return is NaN/Inf: the run diverged (diverged_runs; or a
+            # PBT member rescued since, whose own last return is from before)
             "runs_nonfinite_return": int((~np.isfinite(returns) & (stats.episodes > 0)).sum()),
             "wall_s": round(stats.wall_before + wall, 3),
             "compile_s": round(self.compile_s, 3),
@@ -846,8 +856,8 @@ def _summary_problem(path: str, settings) -> str:
     return "it says the run did not finish" if summary.get("finished") is False else ""
 
 
-def _diverged_runs(run_dir: str, runner, num_runs: int, after: np.ndarray | None = None
-                   ) -> np.ndarray:
+def _diverged_runs(run_dir: str, runner, num_runs: int, upto: int,
+                   after: np.ndarray | None = None) -> np.ndarray:
     """[R] runs that went NaN/Inf: flagged in metrics.csv's `nonfinite` column (after update
     `after[run]`, where given: a PBT member's renewal) or holding non-finite parameters in the
     checkpoint."""
@@ -856,23 +866,24 @@ def _diverged_runs(run_dir: str, runner, num_runs: int, after: np.ndarray | None
         x = np.asarray(x)
         if np.issubdtype(x.dtype, np.floating):
             bad |= ~np.isfinite(x.reshape(num_runs, -1)).all(axis=1)
-    for run in _logged_divergences(run_dir, num_runs, after):
+    for run in _logged_divergences(run_dir, num_runs, upto, after):
         bad[run] = True
     return bad
 
 
-def _logged_divergences(run_dir: str, num_runs: int, after: np.ndarray | None = None
-                        ) -> dict[int, Divergence]:
+def _logged_divergences(run_dir: str, num_runs: int, upto: int,
+                        after: np.ndarray | None = None) -> dict[int, Divergence]:
     """Each run's first divergence as metrics.csv recorded it (`nonfinite`,
-    `nonfinite_source`): what a resumed or rebuilt sweep knew before its checkpoint; with
-    `after` [R], the first after update `after[run]`."""
+    `nonfinite_source`) up to the checkpoint's update `upto`: what a resumed or rebuilt sweep
+    knew before its checkpoint; with `after` [R], the first after update `after[run]`."""
     log, out = os.path.join(run_dir, "metrics.csv"), {}
     if not os.path.isfile(log):
         return out
     for r in parse_metrics_log(log)[0]:
         if not (r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs):
             continue
-        if after is not None and int(r["update"]) <= after[int(r["run"])]:
+        if int(r["update"]) > upto or (after is not None
+                                       and int(r["update"]) <= after[int(r["run"])]):
             continue
         code = int(float(r.get("nonfinite_source") or 0))
         source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"

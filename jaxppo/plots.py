@@ -64,8 +64,9 @@ def plot_compare(path: str, rows: list[dict], title: str) -> None:
 
 
 def compare_figure(rows: list[dict], title: str) -> plt.Figure:
-    """The `plot_compare` figure. The time-to-solve panel is left out when no system solved:
-    a panel of empty bars would only show a meaningless axis."""
+    """The `plot_compare` figure. The time-to-solve panel is left out when no system solved
+    (a panel of empty bars would only show a meaningless axis), or when the env has no solve
+    threshold (`solved` "-": MinAtar, Atari, `gymnasium/` ids)."""
     labels = [r["label"] for r in rows]
     y = np.arange(len(rows))
     any_solved = any(r["solve_s"] is not None for r in rows)
@@ -74,7 +75,9 @@ def compare_figure(rows: list[dict], title: str) -> plt.Figure:
         fig, (a, b) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
     else:
         fig, a = plt.subplots(figsize=(6.5, height))
-        title = f"{title}\nno system solved within the budget"
+        no_bar = all(r.get("solved") == "-" for r in rows)
+        title = (f"{title}\nno solve threshold for this env" if no_bar
+                 else f"{title}\nno system solved within the budget")
     sps = [r["sps"] for r in rows]
     a.barh(y, sps, color="tab:blue")
     a.set_xscale("log")

@@ -39,7 +39,7 @@ def play(config_path: str, games: int, seed: int) -> tuple[str, np.ndarray]:
     if not config.env_id.startswith(tuple(HOST_SOURCES)):
         raise ConfigError(f"random play: {config.env_id} is not a host env; it plays "
                           f"{' and '.join(HOST_SOURCES)} ids only")
-    env = HostVecEnv(config.env_id, config.num_envs, env_kwargs=config.env_kwargs)
+    env = HostVecEnv.from_config(config, config.num_envs)  # env_kwargs, max_episode_steps
     try:
         source, m = env.source, config.num_envs
         rng = np.random.default_rng(seed)

@@ -295,10 +295,12 @@ def test_a_rescued_member_is_not_diverged_but_one_that_goes_non_finite_again_is(
     its learner with a healthy parent's. With these draws (host numpy, seed 7) member 3 is
     rescued at update 2 and stays finite, while member 0, rescued at 4, explores back to lr
     1e35 and goes non-finite again. `diverged_runs` counts the runs non-finite after their last
-    renewal, in the summary and when it is rebuilt from the checkpoint."""
+    renewal: at the end, after a stop and resume at the exploit update, and when the summary
+    is rebuilt from the checkpoint; the CLI names the diverged one and the rescued one."""
+    space = ["--space", "lr=0.0003,0.0005,0.001,1e35"]
     argv = ["sweep", "--config", CARTPOLE, *TINY, "--search", "pbt", "--population", "4",
-            "--interval", "2", "--space", "lr=0.0003,0.0005,0.001,1e35", "--seed", "7",
-            "--logdir", str(tmp_path), "--run-name", "nan"]
+            "--interval", "2", *space, "--seed", "7", "--logdir", str(tmp_path),
+            "--run-name", "nan"]
     code, err = run_cli(capsys, argv)
     assert code == 0, err
     run = tmp_path / "nan"
@@ -312,6 +314,20 @@ def test_a_rescued_member_is_not_diverged_but_one_that_goes_non_finite_again_is(
     assert rescued == [3] and again == [0]
     summary = json.load(open(run / "summary.json"))
     assert summary["status"] == "finished" and summary["diverged_runs"] == again
+    assert sorted(d["run"] for d in summary["divergences"]) == [0, 3]  # the record
+    first_again = min(u for u in bad[0] if u > last[0])
+    assert (summary["diverged"]["run"], summary["diverged"]["update"]) == (0, first_again)
+    assert any("1 of 4 agents diverged" in e and "agent 0" in e for e in err), err
+    assert any("agent(s) 3 went NaN/Inf" in e for e in err), err
+    # stopped at the exploit update 4 (member 0 renewed there), resumed: the same account
+    config = load_config(CARTPOLE, parse_overrides(SETS))
+    stopped = sweep(config, space={"lr": [0.0003, 0.0005, 0.001, 1e35]}, search="pbt",
+                    population=4, interval=2, seed=7, logdir=str(tmp_path), run_name="api",
+                    progress=False, tensorboard=False, checkpoint_every=1,
+                    callbacks=[lambda e: e.update < 4])
+    assert stopped.result.update == 4 and stopped.result.summary["diverged_runs"] == []
+    resumed = resume_sweep(tmp_path / "api", progress=False, tensorboard=False)
+    assert resumed.result.summary["diverged_runs"] == again
     os.remove(run / "summary.json")  # killed before it: the resume rebuilds it from the log
     code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
     assert code == 0, err

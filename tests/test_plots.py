@@ -8,17 +8,22 @@ from jaxppo.plots import compare_figure, plot_compare
 UNSOLVED = [{"label": "jaxppo", "sps": 2.0e5, "solve_s": None},
             {"label": "sb3-dummy", "sps": 1.5e3, "solve_s": None}]
 ONE_SOLVED = [{**UNSOLVED[0], "solve_s": 12.5}, UNSOLVED[1]]
+NO_THRESHOLD = [{**r, "solved": "-"} for r in UNSOLVED]  # MinAtar, Atari: no bar to reach
 
 
-@pytest.mark.parametrize("rows,panels", [(UNSOLVED, 1), (ONE_SOLVED, 2)])
-def test_compare_plot_drops_the_solve_panel_when_nothing_solved(tmp_path, rows, panels):
+@pytest.mark.parametrize("rows,panels,says", [(UNSOLVED, 1, "no system solved"),
+                                              (ONE_SOLVED, 2, None),
+                                              (NO_THRESHOLD, 1, "no solve threshold")])
+def test_compare_plot_drops_the_solve_panel_when_nothing_solved(tmp_path, rows, panels, says):
     path = tmp_path / "compare.png"
     plot_compare(str(path), rows, "CartPole-v1")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     fig = compare_figure(rows, "CartPole-v1")
     try:
         assert len(fig.axes) == panels
-        assert ("no system solved" in fig.get_suptitle()) == (panels == 1)
+        title = fig.get_suptitle()
+        assert ("no system solved" in title) == (says == "no system solved")
+        assert ("no solve threshold" in title) == (says == "no solve threshold")
     finally:
         plt.close(fig)
 

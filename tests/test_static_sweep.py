@@ -240,3 +240,14 @@ def test_resume_after_a_stop_in_the_middle_group(cli_sweep, tmp_path, compiles):
         assert a["final_return"] == b["final_return"], g
     with pytest.raises(UsageError, match="finished.*nothing to resume"):
         resume_sweep(run_dir, progress=False)
+
+
+def test_each_setting_reports_its_own_update_count(tmp_path):
+    """num_envs is static and sets num_updates (512 steps: 16 updates of 2 x 16, 8 of 4 x 16):
+    each row's `updates` is its own group's, whatever the rank order."""
+    table = sweep(config(), {"num_envs": [2, 4], "lr": [1e-3, 3e-4]}, logdir=str(tmp_path),
+                  run_name="envs", progress=False, tensorboard=False)
+    rows = list(csv.DictReader(open(tmp_path / "envs" / "sweep.csv", encoding="utf-8")))
+    assert sorted((int(r["num_envs"]), int(r["updates"])) for r in rows) == [
+        (2, 16), (2, 16), (4, 8), (4, 8)]
+    assert {r["updates"] for r in table.rows} == {16, 8}
