@@ -429,10 +429,9 @@ class Experiment:
         t_start = time.perf_counter()
         loop = self._loop = _Loop(self, info, self._initial_stats(), callbacks, t_start)
         if resume and run_dir is not None and not self.stop_on_divergence:  # a sweep's record
-            upto = resume["update"]  # rows past the checkpoint are cut, not replayed as such
-            loop.divergences = _logged_divergences(run_dir, self.num_runs, upto)
-            since = self.renewed_since()
-            loop.live = _logged_divergences(run_dir, self.num_runs, upto, since)
+            # rows past the checkpoint are cut, not replayed as such
+            loop.divergences, loop.live = _logged_divergences(
+                run_dir, self.num_runs, resume["update"], self.renewed_since())
             loop.diverged_runs[list(loop.live)] = True
         try:
             for cb in callbacks:
@@ -568,10 +567,9 @@ class Experiment:
         if self.controller is not None:  # its summary: the members' settings now
             self.controller.start(None, resume["update"], resume["extra"].get("controller"))
         loop.status = "finished"
-        upto, since = resume["update"], self.renewed_since()
-        loop.diverged_runs = _diverged_runs(run_dir, resume["runner"], self.num_runs, upto, since)
-        loop.divergences = _logged_divergences(run_dir, self.num_runs, upto)
-        loop.live = _logged_divergences(run_dir, self.num_runs, upto, since)
+        loop.divergences, loop.live = _logged_divergences(run_dir, self.num_runs,
+                                                          resume["update"], self.renewed_since())
+        loop.diverged_runs = _diverged_runs(resume["runner"], self.num_runs, loop.live)
         result = loop.result(resume["runner"])
         result.wall_s, result.compile_s = loop.stats.wall_before, None
         result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
@@ -856,41 +854,42 @@ def _summary_problem(path: str, settings) -> str:
     return "it says the run did not finish" if summary.get("finished") is False else ""
 
 
-def _diverged_runs(run_dir: str, runner, num_runs: int, upto: int,
-                   after: np.ndarray | None = None) -> np.ndarray:
-    """[R] runs that went NaN/Inf: flagged in metrics.csv's `nonfinite` column (after update
-    `after[run]`, where given: a PBT member's renewal) or holding non-finite parameters in the
-    checkpoint."""
+def _diverged_runs(runner, num_runs: int, live: dict[int, Divergence]) -> np.ndarray:
+    """[R] runs that went NaN/Inf: with a divergence in `live` (metrics.csv's, since a PBT
+    member's renewal) or holding non-finite parameters in the checkpoint."""
     bad = np.zeros(num_runs, bool)
     for x in jax.tree.leaves(jax.device_get(runner.train_state)):
         x = np.asarray(x)
         if np.issubdtype(x.dtype, np.floating):
             bad |= ~np.isfinite(x.reshape(num_runs, -1)).all(axis=1)
-    for run in _logged_divergences(run_dir, num_runs, upto, after):
-        bad[run] = True
+    bad[list(live)] = True
     return bad
 
 
-def _logged_divergences(run_dir: str, num_runs: int, upto: int,
-                        after: np.ndarray | None = None) -> dict[int, Divergence]:
+def _logged_divergences(run_dir: str, num_runs: int, upto: int, after: np.ndarray | None
+                        ) -> tuple[dict[int, Divergence], dict[int, Divergence]]:
     """Each run's first divergence as metrics.csv recorded it (`nonfinite`,
-    `nonfinite_source`) up to the checkpoint's update `upto`: what a resumed or rebuilt sweep
-    knew before its checkpoint; with `after` [R], the first after update `after[run]`."""
-    log, out = os.path.join(run_dir, "metrics.csv"), {}
+    `nonfinite_source`) up to the checkpoint's update `upto` (what a resumed or rebuilt sweep
+    knew before its checkpoint), and each run's first after update `after[run]` (a PBT
+    member's renewal; with `after` None, the same), from one read of the log."""
+    first: dict[int, Divergence] = {}
+    live: dict[int, Divergence] = {}
+    log = os.path.join(run_dir, "metrics.csv")
     if not os.path.isfile(log):
-        return out
+        return first, live
     for r in parse_metrics_log(log)[0]:
         if not (r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs):
             continue
-        if int(r["update"]) > upto or (after is not None
-                                       and int(r["update"]) <= after[int(r["run"])]):
+        if int(r["update"]) > upto:
             continue
         code = int(float(r.get("nonfinite_source") or 0))
         source = NONFINITE_SOURCES[code - 1] if 1 <= code <= len(NONFINITE_SOURCES) else "loss"
         d = Divergence(int(r["run"]), int(r["update"]), source)
-        if d.run not in out or d.update < out[d.run].update:
-            out[d.run] = d
-    return out
+        kept = [first] if after is not None and d.update <= after[d.run] else [first, live]
+        for out in kept:
+            if d.run not in out or d.update < out[d.run].update:
+                out[d.run] = d
+    return first, live
 
 
 def _summary_stats(run_dir: str, update: int) -> dict | None:
