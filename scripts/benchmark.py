@@ -354,14 +354,18 @@ def _host_driven(train, seeds: int, rollouts: int):
     return run
 
 
-def bench_host(repeats: int, quick: bool) -> str:
-    """Env steps/s of rollouts on host envs, three ways, interleaved (medians of `repeats`)."""
+def bench_host(repeats: int, quick: bool, shapes: list[tuple[int, int]] | None = None,
+               envs: list[str] | None = None) -> str:
+    """Env steps/s of rollouts on host envs, three ways, interleaved (medians of `repeats`).
+    `shapes` are (seeds, num_envs) pairs; `envs` picks among the cases by env id."""
     cases = [("gymnasium/CartPole-v1", {})]
     if importlib.util.find_spec("envpool") is not None:  # the envpool extra
         cases.append(("envpool/Breakout-v5", {}))
+    cases = [c for c in cases if envs is None or c[0] in envs]
+    shapes = shapes or ([(1, 4)] if quick else [(1, 8), (4, 8), (1, 64)])
     rows = []
     for env_id, kwargs in cases:
-        for seeds, num_envs in ([(1, 4)] if quick else [(1, 8), (4, 8), (1, 64)]):
+        for seeds, num_envs in shapes:
             cfg = PPOConfig(env_id=env_id, env_kwargs=kwargs, num_envs=num_envs, num_steps=32,
                             total_timesteps=num_envs * 32, num_minibatches=1, update_epochs=1,
                             hidden_sizes=(64, 64))
@@ -391,7 +395,8 @@ def bench_host(repeats: int, quick: bool) -> str:
             train.env.close()
             sps["sb3"] = (_sb3_subproc_sps(env_id, num_envs, rollouts * cfg.num_steps, repeats)
                           if env_id.startswith("envpool/") and seeds == 1 and num_envs <= 8
-                          and not quick else "-")
+                          and not quick and importlib.util.find_spec("ale_py") is not None
+                          else "-")
             rows.append([env_id, seeds, num_envs, sps["bridge"], sps["driven"], sps["bare"],
                          sps["sb3"]])
     return table("Host environments: env steps/s of rollouts (io_callback bridge vs host-driven "
@@ -430,6 +435,11 @@ def main() -> None:
     p.add_argument("--out", default=None, help="also write the Markdown here")
     p.add_argument("--seeds", default="1,4,16,64,256", help="seed counts for the seeds section")
     p.add_argument("--envs", default="4,16,64,256,1024,4096", help="num_envs values")
+    p.add_argument("--host-shapes", default=None, metavar="SxN,...",
+                   help="host section: seeds x num_envs per row (default 1x8,4x8,1x64; "
+                   "--quick: 1x4)")
+    p.add_argument("--host-envs", default=None, metavar="ID,...",
+                   help="host section: only these env ids (default: every installed source)")
     p.add_argument("--reset-configs", default=",".join(RESET_CONFIGS),
                    help="shipped configs (configs/) for the resets section")
     p.add_argument("--reset-updates", type=int, default=8, help="updates per run (resets)")
@@ -468,7 +478,11 @@ def main() -> None:
         "logging": lambda: bench_logging(cfg, 1, repeats),
         "dtype": lambda: bench_dtype(cfg, repeats),
         "memory": lambda: bench_memory(cfg),
-        "host": lambda: bench_host(repeats, args.quick),
+        "host": lambda: bench_host(repeats, args.quick,
+                                   [tuple(int(x) for x in s.split("x"))
+                                    for s in args.host_shapes.split(",")]
+                                   if args.host_shapes else None,
+                                   args.host_envs.split(",") if args.host_envs else None),
         "resets": lambda: bench_resets(args.reset_configs.split(","),
                                        1 if args.quick else args.reset_updates, repeats,
                                        num_steps=8 if args.quick else args.reset_steps),

@@ -115,8 +115,11 @@ def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
 
 
 def test_benchmark_host_quick():
-    out = run("scripts/benchmark.py", "--quick", "--only", "host")
-    assert "| gymnasium/CartPole-v1 | 1 | 4 |" in out
+    """Vmapped agents sharing one pool (2 x 2), and the rows picked by env id."""
+    out = run("scripts/benchmark.py", "--quick", "--only", "host", "--host-shapes", "2x2",
+              "--host-envs", "gymnasium/CartPole-v1")
+    assert "| gymnasium/CartPole-v1 | 2 | 2 |" in out
+    assert "Breakout" not in out
 
 
 def test_hlo_profile_counts_kernels_per_loop_by_trip_count():
