@@ -38,7 +38,7 @@ from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
 from jaxppo.experiment import Experiment
 from jaxppo.machine import describe
-from jaxppo.plots import plot_compare
+from jaxppo.plots import has_bar, plot_compare
 from jaxppo.stats import SolveTracker, solve_threshold
 
 SYSTEMS = ("jaxppo", "jaxppo-seeds", "sb3-dummy", "sb3-subproc")
@@ -351,6 +351,7 @@ def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
         "run_s": med("run_s"),
         "sps": med("sps"),
         "solve_s": statistics.median(solves) if len(solves) == len(results) else None,
+        "has_threshold": has_threshold,
         "solved": f"{len(solves)}/{len(results)}" if has_threshold else "-",
         "final_return": statistics.mean(finals) if finals else None,
     }
@@ -377,7 +378,7 @@ def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
         lines.append(
             f"| {r['label']} | {r['setup_s']:.1f} | {r['sps']:,.0f} | "
             f"{_fmt(r.get('sps_x_sb3-dummy'), ',.1f')} | {_fmt(r.get('sps_x_sb3-subproc'), ',.1f')} | "
-            f"{_fmt(r['solve_s'], '.1f', 'not solved' if r['solved'] != '-' else '-')} | "
+            f"{_fmt(r['solve_s'], '.1f', 'not solved' if has_bar(r) else '-')} | "
             f"{r['solved']} | "
             f"{_fmt(r['final_return'], '.1f')} |")
     lines += ["", *[f"- {n}" for n in notes]]

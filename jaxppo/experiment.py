@@ -65,6 +65,7 @@ from jaxppo.logger import (
 from jaxppo.machine import peak_device_bytes
 from jaxppo.search.halving import (
     Rungs,
+    checkpoint_run_updates,
     expand_metrics,
     is_halving,
     put_runs,
@@ -289,8 +290,7 @@ class Experiment:
         seeds = ckpt.num_runs // (len(settings) if settings else 1)
         if not rebuild and writes_log and is_main_process():
             # a halving sweep's stopped agents have no rows after their rung
-            ends = (run_updates(extra["search"], seeds, update)
-                    if is_halving(extra.get("search")) else None)
+            ends = checkpoint_run_updates(extra, ckpt.num_runs, update)
             gaps, damaged = check_metrics_log(run_dir, update, ckpt.num_runs, gaps, repair_log,
                                               run_ends=ends)
         exp = cls(config, seeds=seeds, hparams=settings, seed=int(extra.get("seed", 0)),

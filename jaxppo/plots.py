@@ -63,10 +63,16 @@ def plot_compare(path: str, rows: list[dict], title: str) -> None:
     plt.close(fig)
 
 
+def has_bar(row: dict) -> bool:
+    """Whether a row's env has a solve threshold (rows written before the field: `solved` not
+    "-")."""
+    return bool(row.get("has_threshold", row.get("solved") != "-"))
+
+
 def compare_figure(rows: list[dict], title: str) -> plt.Figure:
     """The `plot_compare` figure. The time-to-solve panel is left out when no system solved
     (a panel of empty bars would only show a meaningless axis), or when the env has no solve
-    threshold (`solved` "-": MinAtar, Atari, `gymnasium/` ids)."""
+    threshold (MinAtar, Atari, `gymnasium/` ids)."""
     labels = [r["label"] for r in rows]
     y = np.arange(len(rows))
     any_solved = any(r["solve_s"] is not None for r in rows)
@@ -75,7 +81,7 @@ def compare_figure(rows: list[dict], title: str) -> plt.Figure:
         fig, (a, b) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
     else:
         fig, a = plt.subplots(figsize=(6.5, height))
-        no_bar = all(r.get("solved") == "-" for r in rows)
+        no_bar = not any(has_bar(r) for r in rows)
         title = (f"{title}\nno solve threshold for this env" if no_bar
                  else f"{title}\nno system solved within the budget")
     sps = [r["sps"] for r in rows]

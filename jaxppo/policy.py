@@ -35,7 +35,7 @@ from jaxppo.errors import UsageError
 from jaxppo.files import check_writable
 from jaxppo.memory import check_eval_memory
 from jaxppo.networks import is_recurrent, make_network
-from jaxppo.search.halving import is_halving, run_updates
+from jaxppo.search.halving import checkpoint_run_updates
 from jaxppo.train import TrainState
 
 
@@ -212,11 +212,8 @@ def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
 def updates_per_run(ckpt) -> list[int]:
     """[R] the updates each run of a checkpoint trained: the checkpoint's, except in a halving
     sweep, whose agents stopped at a rung keep the parameters they had there."""
-    extra = ckpt.extra
-    if not is_halving(extra.get("search")):
-        return [int(ckpt.update)] * ckpt.num_runs
-    seeds = ckpt.num_runs // max(1, len(extra.get("settings") or ()))
-    return [int(u) for u in run_updates(extra["search"], seeds, ckpt.update)]
+    ends = checkpoint_run_updates(ckpt.extra, ckpt.num_runs, ckpt.update)
+    return [int(ckpt.update)] * ckpt.num_runs if ends is None else [int(u) for u in ends]
 
 
 class EvalResult(NamedTuple):

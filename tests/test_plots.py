@@ -8,12 +8,14 @@ from jaxppo.plots import compare_figure, plot_compare
 UNSOLVED = [{"label": "jaxppo", "sps": 2.0e5, "solve_s": None},
             {"label": "sb3-dummy", "sps": 1.5e3, "solve_s": None}]
 ONE_SOLVED = [{**UNSOLVED[0], "solve_s": 12.5}, UNSOLVED[1]]
-NO_THRESHOLD = [{**r, "solved": "-"} for r in UNSOLVED]  # MinAtar, Atari: no bar to reach
+NO_THRESHOLD = [{**r, "has_threshold": False} for r in UNSOLVED]  # MinAtar, Atari: no bar
+OLD_NO_THRESHOLD = [{**r, "solved": "-"} for r in UNSOLVED]  # rows from before has_threshold
 
 
 @pytest.mark.parametrize("rows,panels,says", [(UNSOLVED, 1, "no system solved"),
                                               (ONE_SOLVED, 2, None),
-                                              (NO_THRESHOLD, 1, "no solve threshold")])
+                                              (NO_THRESHOLD, 1, "no solve threshold"),
+                                              (OLD_NO_THRESHOLD, 1, "no solve threshold")])
 def test_compare_plot_drops_the_solve_panel_when_nothing_solved(tmp_path, rows, panels, says):
     path = tmp_path / "compare.png"
     plot_compare(str(path), rows, "CartPole-v1")

@@ -146,6 +146,16 @@ def run_updates(record: dict, seeds: int, update: int) -> np.ndarray:
     return np.repeat(setting_updates(record, update), seeds)
 
 
+def checkpoint_run_updates(extra: dict, num_runs: int, update: int) -> np.ndarray | None:
+    """[R] updates each run of a checkpoint (its `extra`, `num_runs`, `update`) trained if it
+    holds a halving sweep, whose agents stopped at a rung keep their parameters from there;
+    None for any other run (every run trained `update`)."""
+    if not is_halving(extra.get("search")):
+        return None
+    seeds = num_runs // max(1, len(extra.get("settings") or ()))
+    return run_updates(extra["search"], seeds, update)
+
+
 class Rungs:
     """The halving decisions of one run, kept in its search `record` (mutated in place: the
     checkpoint carries it): which agents train in which rung, the current rung's window
