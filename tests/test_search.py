@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 from conftest import assert_sweep_refused, run_cli
 
-from jaxppo import ConfigError, load_config
+from jaxppo import ConfigError, PPOConfig, load_config
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.search import check_space, draw_settings, parse_space, random_search
+from jaxppo.search.halving import check_halving
+from jaxppo.search.space import check_trials
 from jaxppo.search.sweep import resume_sweep, sweep
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -140,6 +142,16 @@ def test_a_random_sweep_end_to_end_and_its_resume(tmp_path, capsys):
                                   np.array(summary["final_return"], float))
 
 
-def test_trials_must_be_positive():
-    with pytest.raises(UsageError, match="--trials"):
-        random_search(None, {"lr": (1e-4, 1e-2)}, 0, cli=True)
+@pytest.mark.parametrize("trials", [0, -2, True, 2.0, "4"])
+def test_trials_must_be_positive(trials):
+    """Each entry point that takes `trials` refuses the same values in one line: the flag's
+    name from the CLI, the key's from Python."""
+    with pytest.raises(UsageError, match="^--trials .*: use a positive integer"):
+        random_search(None, {"lr": (1e-4, 1e-2)}, trials, cli=True)
+    with pytest.raises(ConfigError, match="^trials: .*: use a positive integer"):
+        random_search(None, {"lr": (1e-4, 1e-2)}, trials)
+    with pytest.raises(UsageError, match="^--trials .*: use a positive integer"):
+        draw_settings({}, trials)
+    with pytest.raises(ConfigError, match="^trials: .*: use a positive integer"):
+        check_halving(PPOConfig(), trials, 2)
+    check_trials(np.int64(3), cli=False)  # a NumPy integer is an integer

@@ -32,7 +32,7 @@ import numpy as np
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
-from jaxppo.search.space import random_search
+from jaxppo.search.space import check_trials, random_search
 
 WINDOW_FRACTION = 0.25
 """A rung's settings are ranked by their mean per-update return over the last quarter of the
@@ -82,8 +82,7 @@ def check_halving(config: PPOConfig, trials, eta, *, cli: bool = False) -> list[
     if isinstance(eta, bool) or not isinstance(eta, int | np.integer) or eta < 2:
         raise error(f"{flag('eta')} {eta}: use an integer >= 2 (keep the best 1/eta after each "
                     "rung; 3 is the usual)")
-    if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 1:
-        raise error(f"{flag('trials')} {trials}: use a positive integer")
+    check_trials(trials, cli=cli)
     if trials < eta:
         raise error(f"{flag('trials')} {trials} is below {flag('eta')} {eta}: halving keeps the "
                     f"best 1/eta after a rung; draw at least {eta} settings")

@@ -103,11 +103,17 @@ def check_space(space: dict, config: PPOConfig | None = None, *, cli: bool = Fal
     return checked
 
 
+def check_trials(trials, *, cli: bool) -> None:
+    """`trials` is a positive int (not a bool), or one line naming the flag or the key."""
+    if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 1:
+        raise (UsageError if cli else ConfigError)(
+            f"{'--trials' if cli else 'trials:'} {trials}: use a positive integer")
+
+
 def draw_settings(space: dict[str, Entry], trials: int, seed: int = 0) -> list[dict]:
     """`trials` settings drawn from a checked space with `default_rng(seed)`: the same seed
     draws the same settings (the CLI's and `jaxppo.sweep`'s alike)."""
-    if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 1:
-        raise UsageError(f"--trials {trials}: use a positive integer")
+    check_trials(trials, cli=True)
     rng = np.random.default_rng(seed)
     columns = {}
     for key, entry in space.items():
@@ -127,9 +133,7 @@ def random_search(config: PPOConfig, space: dict, trials: int, seed: int = 0, *,
                   cli: bool = False, population: str | None = None) -> tuple[list[dict], dict]:
     """A random search's settings and its record for summary.json (`search`; `strategy`, and
     `kind` as older runs have it). `population` as `check_space`'s."""
-    if isinstance(trials, bool) or not isinstance(trials, int | np.integer) or trials < 1:
-        raise (UsageError if cli else ConfigError)(
-            f"{'--trials' if cli else 'trials:'} {trials}: use a positive integer")
+    check_trials(trials, cli=cli)
     checked = check_space(space, config, cli=cli, population=population)
     settings = draw_settings(checked, trials, seed)
     return settings, {"strategy": "random", "kind": "random", "trials": trials, "seed": seed,
