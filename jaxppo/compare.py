@@ -177,7 +177,7 @@ def sb3_kwargs(config: PPOConfig) -> dict[str, Any]:
             "ortho_init": True,  # gains sqrt(2) / 0.01 / 1, as jaxppo and CleanRL
             "log_std_init": 0.0,
             "optimizer_kwargs": {"eps": config.adam_eps},
-            **policy_setup(env_kind(config.env_id), config.torso)[1],
+            **policy_setup(env_kind(config.env_id), config.torso, config.shared_torso)[1],
         },
         "device": "cpu",
         "verbose": 0,
@@ -199,7 +199,8 @@ def make_sb3(config: PPOConfig, subproc: bool, seed: int):
     if config.normalize_obs or config.normalize_reward:
         env = VecNormalize(env, norm_obs=config.normalize_obs, norm_reward=config.normalize_reward,
                            gamma=config.gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8)
-    return PPO(policy_setup(kind, config.torso)[0], env, seed=seed, **sb3_kwargs(config))
+    return PPO(policy_setup(kind, config.torso, config.shared_torso)[0], env, seed=seed,
+               **sb3_kwargs(config))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -107,7 +107,8 @@ class PPOConfig:
     normalize_reward: bool = False
     """Scale rewards by the running std of the discounted return (gym's NormalizeReward)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths, used for both the actor and the (separate) critic MLP."""
+    """Hidden layer widths of the actor and of the (separate) critic; `[]` with a conv torso
+    puts both heads right on the torso's features."""
     network: str = "feedforward"
     """`feedforward`, or a policy with memory: `gru` or `lstm` (torso -> cell -> actor and
     critic heads; the update replays whole env sequences, so `num_envs` must split into
@@ -118,7 +119,11 @@ class PPOConfig:
     """What reads the observation before the hidden layers: `mlp` (flattened input), `cnn`
     (MinAtar's: 16 filters 3x3, for small (H, W, C) grids) or `nature_cnn` (DQN's 32-64-64
     stack and a 512 layer, for larger images; it reads uint8 as pixels, scaled to [0, 1]).
-    Actor and critic each have their own."""
+    Actor and critic each have their own, unless `shared_torso`."""
+    shared_torso: bool = False
+    """One conv torso read by both actor and critic (their hidden layers stay their own), as
+    CleanRL's and SB3's Atari networks have it: the critic's regression trains the features the
+    actor reads. Feedforward policies with a `cnn` or `nature_cnn` torso only."""
     activation: str = "tanh"
     """Hidden activation: one of tanh, relu, gelu, silu, elu."""
     compute_dtype: str = "float32"
@@ -337,9 +342,11 @@ def _validate(c: PPOConfig) -> None:
             _fail(name, f"got {getattr(c, name)}", "use a value in [0, 1]")
     if c.target_kl is not None and c.target_kl <= 0:
         _fail("target_kl", f"got {c.target_kl}", "use a positive number, or null to turn it off")
-    if not c.hidden_sizes or any(h <= 0 for h in c.hidden_sizes):
+    heads_only = c.network == "feedforward" and c.torso != "mlp"  # the torso ends in features
+    if (not c.hidden_sizes and not heads_only) or any(h <= 0 for h in c.hidden_sizes):
         _fail("hidden_sizes", f"got {list(c.hidden_sizes)}",
-              "use a non-empty list of positive widths, e.g. [64, 64]")
+              "use a list of positive widths, e.g. [64, 64] (empty only for a feedforward "
+              "policy with a conv torso: the heads then read the torso's features)")
     if c.activation not in ACTIVATIONS:
         _fail("activation", f"unknown activation {c.activation!r}", f"use one of {list(ACTIVATIONS)}")
     if c.network not in NETWORKS:
@@ -352,6 +359,10 @@ def _validate(c: PPOConfig) -> None:
               f"pick a divisor of num_envs (e.g. {_near_divisor(c.num_envs, c.num_minibatches)})")
     if c.torso not in TORSOS:
         _fail("torso", f"got {c.torso!r}", f"use one of {list(TORSOS)}")
+    if c.shared_torso and (c.torso == "mlp" or c.network != "feedforward"):
+        _fail("shared_torso", f"{c.network} policy with torso {c.torso}",
+              "use it with a feedforward policy and torso cnn or nature_cnn (an mlp torso has "
+              "nothing to share; a gru/lstm policy shares its torso and cell already)")
     if c.compute_dtype not in COMPUTE_DTYPES:
         _fail("compute_dtype", f"got {c.compute_dtype!r}", f"use one of {list(COMPUTE_DTYPES)}")
     if c.matmul_precision not in MATMUL_PRECISIONS:

@@ -111,7 +111,8 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
 
     mb = config.minibatch_size
     minibatch = mb * (obs_b + act_b + 16) + mb * sum(hidden) * 8
-    minibatch += mb * conv * 4 * 2 * 3  # two torsos; activations, gradients, temporaries
+    torsos = 1 if config.shared_torso else 2
+    minibatch += mb * conv * 4 * torsos * 3  # activations, gradients, temporaries
     # the gradient and Adam's update of every parameter, live at once under XLA:CPU's default
     # (concurrency-optimized) thunk scheduler
     minibatch += 2 * params

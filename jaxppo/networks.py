@@ -1,7 +1,8 @@
 """Actor and critic networks and the action distributions PPO needs: categorical (optionally
 masked), factorised categorical for MultiDiscrete actions, diagonal Gaussian.
 
-Separate actor and critic MLPs (no shared torso), orthogonal init with gains sqrt(2) for hidden
+Separate actor and critic MLPs (a conv torso shared between them if `shared_torso`, as CleanRL's
+and SB3's Atari networks have it), orthogonal init with gains sqrt(2) for hidden
 layers, 0.01 for the policy head and 1.0 for the value head, zero biases: the CleanRL /
 PureJaxRL choices, so their published returns are a fair check. A continuous policy is a
 diagonal Gaussian with a state-independent, learned log-std.
@@ -219,7 +220,8 @@ def head_distribution(net, out: jax.Array, mask: jax.Array | None) -> Policy:
 
 class MLP(nn.Module):
     """Optional conv layers over a channel-last image (ReLU), then hidden layers with
-    orthogonal(sqrt 2) init, then a linear head of `out_dim`."""
+    orthogonal(sqrt 2) init, then a linear head of `out_dim` (none where `out_dim` is 0: the
+    last layer's features, a shared torso's output)."""
 
     hidden_sizes: Sequence[int]
     out_dim: int
@@ -249,6 +251,8 @@ class MLP(nn.Module):
                          kernel_init=orthogonal(np.sqrt(2)),
                          bias_init=nn.initializers.zeros)(x)
             x = act(x)
+        if not self.out_dim:
+            return x
         x = nn.Dense(self.out_dim, dtype=self.dtype, param_dtype=jnp.float32,
                      kernel_init=orthogonal(self.out_gain),
                      bias_init=nn.initializers.zeros)(x)
@@ -266,15 +270,27 @@ class ActorCritic(nn.Module):
     activation: str = "tanh"
     dtype: jnp.dtype = jnp.float32
     torso: str = "mlp"
+    shared_torso: bool = False  # one conv torso read by both (CleanRL's and SB3's Atari nets)
 
     def setup(self):
-        hidden = (*_TORSO_HIDDEN.get(self.torso, ()), *self.hidden_sizes)
-        kw = dict(hidden_sizes=hidden, activation=self.activation, dtype=self.dtype,
-                  conv=CONV_STACKS[self.torso], pixels=self.torso in _PIXEL_TORSOS)
+        conv = dict(conv=CONV_STACKS[self.torso], pixels=self.torso in _PIXEL_TORSOS)
+        torso_hidden = _TORSO_HIDDEN.get(self.torso, ())
+        if self.shared_torso:
+            # the torso (conv stack and its own dense layer) once; each head its hidden layers
+            self.body = MLP(hidden_sizes=torso_hidden, out_dim=0, out_gain=0.0,
+                            activation=self.activation, dtype=self.dtype, **conv)
+            conv, torso_hidden = {}, ()
+        kw = dict(hidden_sizes=(*torso_hidden, *self.hidden_sizes), activation=self.activation,
+                  dtype=self.dtype, **conv)
         self.actor = MLP(out_dim=self.action_dim, out_gain=0.01, **kw)
         self.critic = MLP(out_dim=1, out_gain=1.0, **kw)
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+
+    def features(self, obs: jax.Array) -> jax.Array:
+        """What the heads read: the shared torso's output, or the observation itself (each
+        head then has its own torso)."""
+        return self.body(obs) if self.shared_torso else self._flat(obs)
 
     def _flat(self, obs: jax.Array) -> jax.Array:
         """Flatten image observations (MinAtar's [10, 10, C]) to one feature axis for an MLP
@@ -285,15 +301,16 @@ class ActorCritic(nn.Module):
         return obs.reshape((*lead, -1))
 
     def __call__(self, obs: jax.Array, mask: jax.Array | None = None) -> tuple[Policy, jax.Array]:
-        return self.policy(obs, mask), self.value(obs)
+        x = self.features(obs)  # a shared torso runs once for both heads
+        return head_distribution(self, self.actor(x), mask), self.critic(x)[..., 0]
 
     def policy(self, obs: jax.Array, mask: jax.Array | None = None) -> Policy:
         """The action distribution at `obs`; `mask [..., action_dim]` (bool) removes illegal
         actions of a discrete or multi-discrete policy."""
-        return head_distribution(self, self.actor(self._flat(obs)), mask)
+        return head_distribution(self, self.actor(self.features(obs)), mask)
 
     def value(self, obs: jax.Array) -> jax.Array:
-        return self.critic(self._flat(obs))[..., 0]
+        return self.critic(self.features(obs))[..., 0]
 
 
 class RecurrentActorCritic(nn.Module):
@@ -437,6 +454,7 @@ def make_network(config: PPOConfig, env) -> ActorCritic | RecurrentActorCritic:
         activation=config.activation,
         dtype=jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32,
         torso=config.torso,
+        shared_torso=config.shared_torso,
     )
 
 

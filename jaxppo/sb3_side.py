@@ -134,14 +134,15 @@ class ConvTorso(BaseFeaturesExtractor):
         return x.permute(0, 2, 3, 1).flatten(1)
 
 
-def policy_setup(kind: str, torso: str) -> tuple[str, dict[str, Any]]:
+def policy_setup(kind: str, torso: str, shared: bool = False) -> tuple[str, dict[str, Any]]:
     """The SB3 policy class name and the keyword arguments that give it jaxppo's torso. Actor
-    and critic each own their torso in jaxppo's `ActorCritic`, hence
-    `share_features_extractor=False`; SB3 then initialises both with gain sqrt(2), as jaxppo."""
+    and critic each own their torso in jaxppo's `ActorCritic` unless `shared_torso`, hence
+    `share_features_extractor` = `shared`; SB3 initialises the torso with gain sqrt(2), as
+    jaxppo."""
     if torso == "mlp":
         return "MlpPolicy", {}
     if kind == "atari":  # SB3's NatureCNN: jaxppo's nature_cnn stack and its 512 relu layer
-        return "CnnPolicy", {"share_features_extractor": False}
+        return "CnnPolicy", {"share_features_extractor": shared}
     return "MlpPolicy", {"features_extractor_class": ConvTorso,
                          "features_extractor_kwargs": {"torso": torso},
-                         "share_features_extractor": False}
+                         "share_features_extractor": shared}

@@ -335,10 +335,15 @@ def test_atari_hyperparameters_map_by_hand(monkeypatch):
     assert lr(1.0 - 2 / 9765) == pytest.approx(2.5e-4 * 9764 / 9765)
     assert lr(0.0) == pytest.approx(2.5e-4 / 9765)
     assert policy_setup("atari", "nature_cnn") == ("CnnPolicy", {"share_features_extractor": False})
+    assert policy_setup("atari", "nature_cnn", True) == ("CnnPolicy",
+                                                         {"share_features_extractor": True})
     assert atari_gym_id("envpool/Breakout-v5") == "BreakoutNoFrameskip-v4"
 
 
-def test_nature_cnn_policy_has_jaxppos_parameters(monkeypatch):
+@pytest.mark.parametrize("kw", [{}, {"shared_torso": True},
+                                {"shared_torso": True, "hidden_sizes": ()}],
+                         ids=["own torsos", "shared torso", "shared torso, heads only (CleanRL)"])
+def test_nature_cnn_policy_has_jaxppos_parameters(monkeypatch, kw):
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticCnnPolicy
 
@@ -346,7 +351,7 @@ def test_nature_cnn_policy_has_jaxppos_parameters(monkeypatch):
     from jaxppo.networks import init_params, make_network
 
     _allow_envpool_ids(monkeypatch)
-    config = _cleanrl_atari()
+    config = _cleanrl_atari(**kw)
     pk = dict(sb3_kwargs(config)["policy_kwargs"])
     policy = ActorCriticCnnPolicy(spaces.Box(0, 255, (4, 84, 84), np.uint8), spaces.Discrete(4),
                                   lambda _: 2.5e-4, **pk)

@@ -119,6 +119,50 @@ def test_cnn_torso_trains_through_make_train():
     assert np.isfinite(out.metrics["value_loss"]).all()
 
 
+def test_a_shared_torso_is_one_conv_stack_that_both_losses_train():
+    """`shared_torso`: one conv stack (`body`) that actor and critic read, each head with its
+    own hidden layers; the value loss and the policy loss both reach the torso, neither reaches
+    the other head. With `hidden_sizes: []` the heads read the torso's features directly
+    (CleanRL's Atari net); it trains through `make_train`."""
+    from jaxppo import ConfigError, make_train
+
+    cfg = PPOConfig(env_id="Breakout-MinAtar", torso="cnn", hidden_sizes=(16,),
+                    shared_torso=True)
+    env = VecEnv("Breakout-MinAtar", 3)
+    net = make_network(cfg, env)
+    params = init_params(net, jax.random.key(0), env.obs_shape)
+    p = params["params"]
+    assert set(p) == {"body", "actor", "critic"}
+    assert p["body"]["Conv_0"]["kernel"].shape == (3, 3, 4, 16) and set(p["body"]) == {"Conv_0"}
+    for head, out in (("actor", env.action_dim), ("critic", 1)):
+        assert p[head]["Dense_0"]["kernel"].shape == (8 * 8 * 16, 16)
+        assert p[head]["Dense_1"]["kernel"].shape == (16, out) and "Conv_0" not in p[head]
+    obs = jax.random.bernoulli(jax.random.key(1), 0.2, (5, 10, 10, 4))
+    dist, value = net.apply(params, obs)
+    np.testing.assert_allclose(net.apply(params, obs, method=net.value), value, rtol=1e-6)
+    np.testing.assert_allclose(net.apply(params, obs, method=net.policy).logits, dist.logits,
+                               rtol=1e-6)
+    g_v = jax.grad(lambda q: net.apply(q, obs, method=net.value).sum())(params)["params"]
+    g_pi = jax.grad(lambda q: net.apply(q, obs, method=net.policy).logits[:, 0].sum())(
+        params)["params"]
+    norm = lambda t: float(sum(jnp.abs(x).sum() for x in jax.tree.leaves(t)))  # noqa: E731
+    assert norm(g_v["body"]) > 0 and norm(g_pi["body"]) > 0
+    assert norm(g_v["actor"]) == 0 and norm(g_pi["critic"]) == 0
+
+    heads_only = dataclasses.replace(cfg, hidden_sizes=(), num_envs=4, num_steps=8,
+                                     num_minibatches=2, update_epochs=1, total_timesteps=64)
+    out = jax.jit(make_train(heads_only))(jax.random.key(0))
+    assert np.isfinite(out.metrics["value_loss"]).all()
+    assert out.runner_state.train_state.params["params"]["actor"]["Dense_0"]["kernel"].shape == (
+        8 * 8 * 16, env.action_dim)
+    for bad, key in [({"torso": "mlp"}, "shared_torso"), ({"network": "gru"}, "shared_torso"),
+                     ({"shared_torso": False, "torso": "mlp", "hidden_sizes": ()},
+                      "hidden_sizes")]:
+        with pytest.raises(ConfigError, match=f"config key '{key}'") as e:
+            dataclasses.replace(cfg, **bad)
+        assert "\n" not in str(e.value)
+
+
 class _Pixels(_Probe):
     """36x36x2 uint8 frames (the smallest the Nature CNN takes), as EnvPool's Atari gives
     84x84x4 ones: the network must see them in [0, 1]."""
