@@ -51,7 +51,7 @@ def value_text(v: Any) -> str:
     if v is None:
         return "null"
     if isinstance(v, list | tuple):
-        return "x".join(value_text(x) for x in v)
+        return "x".join(value_text(x) for x in v) if len(v) else "[]"
     if isinstance(v, dict):
         return "{" + ",".join(f"{k}:{value_text(x)}" for k, x in v.items()) + "}"
     return str(v)

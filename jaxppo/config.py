@@ -342,6 +342,11 @@ def _validate(c: PPOConfig) -> None:
             _fail(name, f"got {getattr(c, name)}", "use a value in [0, 1]")
     if c.target_kl is not None and c.target_kl <= 0:
         _fail("target_kl", f"got {c.target_kl}", "use a positive number, or null to turn it off")
+    if (c.shared_torso and c.torso in TORSOS and c.network in NETWORKS
+            and (c.torso == "mlp" or c.network != "feedforward")):
+        _fail("shared_torso", f"{c.network} policy with torso {c.torso}",
+              "use it with a feedforward policy and torso cnn or nature_cnn (an mlp torso has "
+              "nothing to share; a gru/lstm policy shares its torso and cell already)")
     heads_only = c.network == "feedforward" and c.torso != "mlp"  # the torso ends in features
     if (not c.hidden_sizes and not heads_only) or any(h <= 0 for h in c.hidden_sizes):
         _fail("hidden_sizes", f"got {list(c.hidden_sizes)}",
@@ -359,10 +364,6 @@ def _validate(c: PPOConfig) -> None:
               f"pick a divisor of num_envs (e.g. {_near_divisor(c.num_envs, c.num_minibatches)})")
     if c.torso not in TORSOS:
         _fail("torso", f"got {c.torso!r}", f"use one of {list(TORSOS)}")
-    if c.shared_torso and (c.torso == "mlp" or c.network != "feedforward"):
-        _fail("shared_torso", f"{c.network} policy with torso {c.torso}",
-              "use it with a feedforward policy and torso cnn or nature_cnn (an mlp torso has "
-              "nothing to share; a gru/lstm policy shares its torso and cell already)")
     if c.compute_dtype not in COMPUTE_DTYPES:
         _fail("compute_dtype", f"got {c.compute_dtype!r}", f"use one of {list(COMPUTE_DTYPES)}")
     if c.matmul_precision not in MATMUL_PRECISIONS:

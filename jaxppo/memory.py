@@ -24,7 +24,7 @@ from jaxppo.config import PPOConfig
 from jaxppo.envs import VecEnv
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
-from jaxppo.networks import CONV_STACKS
+from jaxppo.networks import CONV_STACKS, init_params, make_network
 
 SKIP_ENV_VAR = "JAXPPO_SKIP_MEMORY_CHECK"
 _METRICS_PER_UPDATE = 18  # float32 scalars per update (METRIC_NAMES and a little slack)
@@ -52,8 +52,12 @@ def _tree_bytes(tree) -> int:
     return total
 
 
-def _param_count(sizes: list[int]) -> int:
-    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+def _param_count(config: PPOConfig, env) -> int:
+    """The network's parameters, counted from its abstract init (conv torsos, a shared torso,
+    recurrent cells and heads as built; nothing is computed)."""
+    net = make_network(config, env)
+    shapes = jax.eval_shape(lambda k: init_params(net, k, env.obs_shape), jax.random.key(0))
+    return sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
 
 
 def conv_floats(torso: str, obs_shape: tuple[int, ...]) -> int:
@@ -81,10 +85,8 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
     act_b = 4 * max(1, math.prod(env.action_shape))
     one_state = _tree_bytes(jax.eval_shape(env.env.reset_env, jax.random.key(0), env.params))
 
-    obs_dim = math.prod(env.obs_shape)
     hidden = list(config.hidden_sizes)
-    params = 4 * (_param_count([obs_dim, *hidden, act_dim]) + _param_count([obs_dim, *hidden, 1])
-                  + act_dim)
+    params = 4 * _param_count(config, env)
     per_env = one_state + obs_b + 16  # env state, next obs, episode stats, discounted return
     state = 2 * (3 * params + N * per_env)  # params + two Adam moments; input and output copies
 
@@ -100,7 +102,7 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
 
     # Masks (1 byte per action per step, in the trajectory and the pre-drawn resets), a
     # recurrent policy's carry (state) and per-step cell activations kept for the replay's
-    # backward pass, and a conv torso's feature maps (actor and critic each).
+    # backward pass, and a conv torso's feature maps (actor and critic each, or one shared).
     if env.masked:
         rollout += 2 * T * N * act_dim
     rnn = config.rnn_size * (2 if config.network == "lstm" else 1)

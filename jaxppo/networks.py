@@ -309,6 +309,15 @@ class ActorCritic(nn.Module):
         actions of a discrete or multi-discrete policy."""
         return head_distribution(self, self.actor(self.features(obs)), mask)
 
+    def act_and_values(self, obs: jax.Array, extra: jax.Array,
+                       mask: jax.Array | None = None) -> tuple[Policy, jax.Array]:
+        """The policy at `obs [N, ...]` and the values of `obs` and `extra` ([2N]), with a
+        shared torso read once over both (the rollout's step: `extra` is the final
+        observations a truncation bootstraps from)."""
+        x = self.features(jnp.concatenate([obs, extra]))
+        n = obs.shape[0]
+        return head_distribution(self, self.actor(x[:n]), mask), self.critic(x)[..., 0]
+
     def value(self, obs: jax.Array) -> jax.Array:
         return self.critic(self.features(obs))[..., 0]
 
@@ -411,16 +420,17 @@ def check_torso(config: PPOConfig, obs_shape: tuple[int, ...]) -> None:
     stack = CONV_STACKS[config.torso]
     if not stack:
         return
+    mlp = "torso: mlp" + (" with shared_torso: false" if config.shared_torso else "") + (
+        " and hidden_sizes: [64, 64]" if not config.hidden_sizes else "")
     if len(obs_shape) != 3:
         raise ConfigError(f"config key 'torso': {config.torso} needs image observations "
-                          f"(H, W, C), but {config.env_id} gives shape {obs_shape}; use "
-                          "torso: mlp")
+                          f"(H, W, C), but {config.env_id} gives shape {obs_shape}; use {mlp}")
     h, w = obs_shape[:2]
     for _, kernel, stride in stack:
         h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
     if h < 1 or w < 1:
         raise ConfigError(f"config key 'torso': {config.torso}'s conv stack does not fit "
-                          f"{obs_shape[0]}x{obs_shape[1]} images; use torso: cnn (3x3) or mlp")
+                          f"{obs_shape[0]}x{obs_shape[1]} images; use torso: cnn (3x3) or {mlp}")
 
 
 def is_recurrent(network) -> bool:

@@ -139,6 +139,8 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
         hidden = jax.tree.map(lambda h: h[:n], new)
         dist = network.apply(params, y[:n], mask, method="policy_head")
         both = network.apply(params, y, method="value_head")
+    elif getattr(network, "shared_torso", False):  # the torso once over obs and final obs
+        dist, both = network.apply(params, obs, prev_final, mask, method="act_and_values")
     else:
         dist = network.apply(params, obs, mask, method="policy")
         both = network.apply(params, jnp.concatenate([obs, prev_final]), method="value")

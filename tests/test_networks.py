@@ -142,6 +142,12 @@ def test_a_shared_torso_is_one_conv_stack_that_both_losses_train():
     np.testing.assert_allclose(net.apply(params, obs, method=net.value), value, rtol=1e-6)
     np.testing.assert_allclose(net.apply(params, obs, method=net.policy).logits, dist.logits,
                                rtol=1e-6)
+    # the rollout's step: the torso once over obs and the final obs, the same policy and values
+    last = jax.random.bernoulli(jax.random.key(2), 0.2, (5, 10, 10, 4))
+    d2, both = net.apply(params, obs, last, method=net.act_and_values)
+    np.testing.assert_allclose(d2.logits, dist.logits, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(both, net.apply(params, jnp.concatenate([obs, last]),
+                                               method=net.value), rtol=1e-5, atol=1e-6)
     g_v = jax.grad(lambda q: net.apply(q, obs, method=net.value).sum())(params)["params"]
     g_pi = jax.grad(lambda q: net.apply(q, obs, method=net.policy).logits[:, 0].sum())(
         params)["params"]
@@ -155,7 +161,15 @@ def test_a_shared_torso_is_one_conv_stack_that_both_losses_train():
     assert np.isfinite(out.metrics["value_loss"]).all()
     assert out.runner_state.train_state.params["params"]["actor"]["Dense_0"]["kernel"].shape == (
         8 * 8 * 16, env.action_dim)
+    # the memory estimate counts the network as built: 3x3x4x16 conv + 16; heads on 8x8x16
+    from jaxppo.callbacks import value_text
+    from jaxppo.memory import _param_count
+
+    assert _param_count(heads_only, env) == (3 * 3 * 4 * 16 + 16) + (1024 * env.action_dim
+                                             + env.action_dim) + (1024 + 1)
+    assert value_text(heads_only.hidden_sizes) == "[]"  # a sweep's label and run folder
     for bad, key in [({"torso": "mlp"}, "shared_torso"), ({"network": "gru"}, "shared_torso"),
+                     ({"torso": "mlp", "hidden_sizes": ()}, "shared_torso"),
                      ({"shared_torso": False, "torso": "mlp", "hidden_sizes": ()},
                       "hidden_sizes")]:
         with pytest.raises(ConfigError, match=f"config key '{key}'") as e:
