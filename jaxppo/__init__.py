@@ -10,7 +10,14 @@ from jaxppo._xla import apply_xla_cpu_flags
 
 apply_xla_cpu_flags()  # before anything creates the CPU backend
 
-from jaxppo.callbacks import (  # noqa: E402
+from jaxppo.config.schema import Hparams, PPOConfig, load_config  # noqa: E402
+from jaxppo.core.gae import compute_gae  # noqa: E402
+from jaxppo.core.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
+from jaxppo.envs import VecEnv, register_env  # noqa: E402
+from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
+from jaxppo.policy.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
+from jaxppo.reports.report import Report, report  # noqa: E402
+from jaxppo.run.callbacks import (  # noqa: E402
     Callback,
     Checkpointer,
     ChunkEvent,
@@ -19,21 +26,14 @@ from jaxppo.callbacks import (  # noqa: E402
     RunResult,
     StopAtReturn,
 )
-from jaxppo.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
-from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
-from jaxppo.distributed import init_distributed, make_mesh  # noqa: E402
-from jaxppo.envs import VecEnv, register_env  # noqa: E402
-from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
-from jaxppo.experiment import Experiment  # noqa: E402
-from jaxppo.gae import compute_gae  # noqa: E402
-from jaxppo.logger import CsvLogger, TensorBoardLogger, WandbLogger  # noqa: E402
-from jaxppo.memory import MemoryEstimate, estimate_memory  # noqa: E402
-from jaxppo.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
-from jaxppo.report import Report, report  # noqa: E402
+from jaxppo.run.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
+from jaxppo.run.distributed import init_distributed, make_mesh  # noqa: E402
+from jaxppo.run.experiment import Experiment  # noqa: E402
+from jaxppo.run.logs.writers import CsvLogger, TensorBoardLogger, WandbLogger  # noqa: E402
+from jaxppo.run.memory import MemoryEstimate, estimate_memory  # noqa: E402
+from jaxppo.run.placement import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
 from jaxppo.search import SweepResult  # noqa: E402
 from jaxppo.search.sweep import resume_sweep, sweep  # noqa: E402
-from jaxppo.sharding import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
-from jaxppo.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 
 __all__ = [
     "Callback",

@@ -39,9 +39,9 @@ import numpy as np
 
 from jaxppo import Experiment, PPOConfig, load_config, make_train
 from jaxppo._xla import FLAG, compiler_options
-from jaxppo.episodes import policy_action
+from jaxppo.core.rollout import RolloutSettings, rollout
 from jaxppo.machine import describe
-from jaxppo.rollout import RolloutSettings, rollout
+from jaxppo.policy.episodes import policy_action
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hlo_profile  # noqa: E402  (scripts/, beside this file)
@@ -100,8 +100,8 @@ def bench_envs(cfg: PPOConfig, envs: list[int], repeats: int) -> str:
 
 def bench_split(cfg: PPOConfig, repeats: int) -> str:
     """Rollout alone vs the whole update, over all updates of the run."""
-    from jaxppo.config import Hparams
-    from jaxppo.rollout import RolloutSettings, rollout
+    from jaxppo.config.schema import Hparams
+    from jaxppo.core.rollout import RolloutSettings, rollout
 
     train = make_train(cfg)
     hp = Hparams.from_config(cfg)
@@ -409,7 +409,7 @@ def bench_host(repeats: int, quick: bool, shapes: list[tuple[int, int]] | None =
 def _sb3_subproc_sps(env_id: str, num_envs: int, steps: int, repeats: int) -> str:
     """Env steps/s of SB3's Atari pipeline for the same game (ALE under SB3's Atari wrappers,
     one process per env, 4 frames stacked), stepped with no-ops and no policy."""
-    from jaxppo.sb3_side import make_vec  # the compare extra (torch, SB3, ale-py, opencv)
+    from jaxppo.compare.sb3 import make_vec  # the compare extra (torch, SB3, ale-py, opencv)
 
     vec = make_vec("atari", env_id, num_envs, subproc=True, seed=0)
     try:

@@ -20,8 +20,8 @@ import numpy as np
 
 from jaxppo import PPOConfig, load_config, make_train
 from jaxppo._xla import compiler_options
+from jaxppo.core.networks import CONV_STACKS, conv_as_matmul
 from jaxppo.machine import describe
-from jaxppo.networks import CONV_STACKS, conv_as_matmul
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE_CONFIGS = ("playground_cartpole_balance", "craftax_classic_symbolic", "jumanji_snake",

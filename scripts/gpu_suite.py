@@ -229,7 +229,7 @@ ATARI_ROWS = (("atari_breakout", 10_000_000, (1, 8)), ("mujoco_halfcheetah", 1_0
 def part_atari(report: Report, tiny: bool, max_steps: int | None = None) -> None:
     """EnvPool tasks stepped on the host inside the compiled loop (the envpool/ source).
     `max_steps` caps each row's steps per agent (throughput under a short device lease)."""
-    if importlib.util.find_spec("jaxppo.envs.envpool_env") is None:
+    if importlib.util.find_spec("jaxppo.envs.sources.envpool") is None:
         for name, _, _ in ATARI_ROWS:
             report.add(part="atari", what=name, note="skipped: jaxppo has no envpool source "
                        "(jaxppo/envs/envpool_env.py) in this tree")
@@ -251,7 +251,7 @@ def part_atari(report: Report, tiny: bool, max_steps: int | None = None) -> None
 
 def part_sb3(report: Report, tiny: bool) -> None:
     """`jaxppo compare` on MinAtar-Breakout (CNN torso): every system in a child process."""
-    from jaxppo import compare as cmp
+    from jaxppo.compare import compare as cmp
 
     cfg = load_config(os.path.join(ROOT, "configs", "minatar_breakout_cnn.yaml"),
                       {"total_timesteps": 200_000})

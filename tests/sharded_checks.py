@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from jaxppo import Hparams, PPOConfig, load_config, make_train  # noqa: E402
-from jaxppo.sharding import AXIS, make_mesh, make_sharded_train  # noqa: E402
+from jaxppo.run.placement import AXIS, make_mesh, make_sharded_train  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = PPOConfig(total_timesteps=4 * 16 * 6, num_envs=4, num_steps=16, num_minibatches=2,
@@ -47,8 +47,8 @@ def check_envs_math():
     """The env-sharded reductions equal the unsharded ones: the gradient of a minibatch split
     over 4 devices (advantages normalized over the whole minibatch) and the running obs
     normalizer merged over devices."""
-    from jaxppo.loss import Minibatch, ppo_loss
-    from jaxppo.normalize import rms_init, rms_update
+    from jaxppo.core.loss import Minibatch, ppo_loss
+    from jaxppo.core.normalize import rms_init, rms_update
 
     mesh = make_mesh(4)
     train = make_train(TINY)

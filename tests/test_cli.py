@@ -14,11 +14,11 @@ import jax
 import numpy as np
 import pytest
 
-import jaxppo.cli as cli
+import jaxppo.cli.main as cli
 from jaxppo import load_checkpoint
-from jaxppo.cli import main
-from jaxppo.logger import read_metrics_csv
-from jaxppo.policy import EvalResult, evaluate
+from jaxppo.cli.main import main
+from jaxppo.policy.policy import EvalResult, evaluate
+from jaxppo.run.logs.writers import read_metrics_csv
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -218,7 +218,7 @@ def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys)
     assert code == 0
 
     # Send a real SIGINT to ourselves after the first chunk is logged.
-    from jaxppo.logger import CsvLogger
+    from jaxppo.run.logs.writers import CsvLogger
 
     original = CsvLogger.on_chunk
     calls = {"n": 0}
@@ -254,7 +254,7 @@ def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
     # with its own message, and leave a checkpoint that resumes: the newest one whose updates
     # the log holds (a checkpoint never gets ahead of the log).
     from jaxppo import Experiment, PPOConfig
-    from jaxppo.logger import CsvLogger
+    from jaxppo.run.logs.writers import CsvLogger
 
     original = CsvLogger._write
 
@@ -276,7 +276,7 @@ def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
 
 def test_config_list_prints_every_key_with_type_default_and_meaning(capsys):
     """network, rnn_size, torso, obs_field, ... were found only in the README's prose."""
-    from jaxppo.config import FIELDS, PPOConfig
+    from jaxppo.config.schema import FIELDS, PPOConfig
 
     for argv in (["config", "--list"], ["train", "--help-config"], ["sweep", "--help-config"]):
         assert main(argv) == 0
@@ -294,7 +294,7 @@ def test_config_list_prints_every_key_with_type_default_and_meaning(capsys):
 
 
 def test_every_config_field_has_a_docstring_for_the_reference():
-    from jaxppo.config import FIELDS, config_reference
+    from jaxppo.config.schema import FIELDS, config_reference
 
     ref = config_reference()
     assert [r[0] for r in ref] == list(FIELDS) and all(r[3] for r in ref)
@@ -384,6 +384,6 @@ def test_a_diverged_seed_is_not_reported_as_one_without_episodes():
     s.update(final_return=[None], final_return_mean=None, final_return_std=None,
              runs_without_return=0, runs_nonfinite_return=1)
     assert cli._final_return(s) == "none (NaN/Inf for 1 of 1 seeds: diverged)"
-    from jaxppo.stats import mean_std_or_none
+    from jaxppo.run.stats import mean_std_or_none
 
     assert mean_std_or_none([1.0, np.nan, np.inf, 3.0]) == (2.0, 1.0)

@@ -11,9 +11,9 @@ import pytest
 import torch  # the compare extra is part of the dev extra, so CI runs these
 
 from jaxppo import PPOConfig
-from jaxppo.cli import main
-from jaxppo.compare import AnnealedLR, comparable_config, make_sb3
-from jaxppo.stats import SolveTracker
+from jaxppo.cli.main import main
+from jaxppo.compare.compare import AnnealedLR, comparable_config, make_sb3
+from jaxppo.run.stats import SolveTracker
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -63,8 +63,8 @@ def test_every_hyperparameter_maps_to_sb3():
 
 
 def test_learning_rate_schedule_matches_update_by_update():
-    from jaxppo.config import Hparams
-    from jaxppo.train import learning_rate
+    from jaxppo.config.schema import Hparams
+    from jaxppo.core.train import learning_rate
 
     U = ODD.num_updates
     schedule = AnnealedLR(ODD.lr, U)
@@ -172,7 +172,7 @@ def test_minatar_env_steps_as_the_reference_does():
     gymnax's 3 Breakout actions being the reference's minimal set (no-op, left, right)."""
     from minatar import Environment
 
-    from jaxppo.sb3_side import MinAtarEnv
+    from jaxppo.compare.sb3 import MinAtarEnv
 
     env = MinAtarEnv("breakout", max_steps=None)
     ref = Environment("breakout", sticky_action_prob=0.0)
@@ -198,8 +198,8 @@ def test_minatar_env_steps_as_the_reference_does():
 def test_minatar_env_has_gymnax_layout_and_time_limit():
     import gymnax
 
-    from jaxppo.compare import MINATAR_IDS
-    from jaxppo.sb3_side import MINATAR_GAMES, MinAtarEnv, minatar_time_limit
+    from jaxppo.compare.compare import MINATAR_IDS
+    from jaxppo.compare.sb3 import MINATAR_GAMES, MinAtarEnv, minatar_time_limit
 
     assert set(MINATAR_GAMES) == set(MINATAR_IDS) == {
         e for e in gymnax.registered_envs if e.endswith("-MinAtar")}
@@ -248,9 +248,9 @@ def _flax_to_torch(policy, params) -> None:
 def test_cnn_torso_is_jaxppos_network_in_torch():
     """Same parameter shapes and count, and with jaxppo's weights copied in, the same logits and
     values: the conv, its VALID padding, the (H, W, C) flatten and the separate actor/critic."""
-    from jaxppo.config import load_config
-    from jaxppo.networks import init_params, make_network
-    from jaxppo.sb3_side import ConvTorso
+    from jaxppo.compare.sb3 import ConvTorso
+    from jaxppo.config.schema import load_config
+    from jaxppo.core.networks import init_params, make_network
 
     config = load_config(MINATAR_CNN, {"num_envs": 2, "num_steps": 16, "total_timesteps": 32,
                                        "num_minibatches": 2, "hidden_sizes": [32, 24]})
@@ -283,8 +283,8 @@ def test_cnn_torso_is_jaxppos_network_in_torch():
 def test_sb3_minatar_side_runs_in_subprocesses():
     """The SB3 side end to end on MinAtar (the harness itself is tested on CartPole above):
     the env pickles into SubprocVecEnv workers and Monitor's returns reach the result."""
-    from jaxppo.compare import run_system
-    from jaxppo.config import load_config
+    from jaxppo.compare.compare import run_system
+    from jaxppo.config.schema import load_config
 
     config = load_config(MINATAR_CNN, {"num_envs": 2, "num_steps": 64, "total_timesteps": 256,
                                        "num_minibatches": 2, "update_epochs": 1,
@@ -297,10 +297,10 @@ def test_sb3_minatar_side_runs_in_subprocesses():
 # Atari: EnvPool's Breakout-v5 (jaxppo, after the envpool source lands) vs ALE under SB3's wrappers
 def _allow_envpool_ids(monkeypatch):
     """PPOConfig checks env_id against jaxppo's env sources; the SB3 side needs none of them."""
-    import jaxppo.config
+    import jaxppo.config.schema
 
-    real = jaxppo.config.check_env_id
-    monkeypatch.setattr(jaxppo.config, "check_env_id",
+    real = jaxppo.config.schema.check_env_id
+    monkeypatch.setattr(jaxppo.config.schema, "check_env_id",
                         lambda env_id: None if env_id.startswith(("envpool/", "gymnasium/"))
                         else real(env_id))
 
@@ -315,8 +315,8 @@ def _cleanrl_atari(**kw) -> PPOConfig:
 
 
 def test_atari_hyperparameters_map_by_hand(monkeypatch):
-    from jaxppo.compare import sb3_kwargs
-    from jaxppo.sb3_side import atari_gym_id, policy_setup
+    from jaxppo.compare.compare import sb3_kwargs
+    from jaxppo.compare.sb3 import atari_gym_id, policy_setup
 
     _allow_envpool_ids(monkeypatch)
     config, notes = comparable_config(_cleanrl_atari(clip_vloss=True))
@@ -347,8 +347,8 @@ def test_nature_cnn_policy_has_jaxppos_parameters(monkeypatch, kw):
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticCnnPolicy
 
-    from jaxppo.compare import sb3_kwargs
-    from jaxppo.networks import init_params, make_network
+    from jaxppo.compare.compare import sb3_kwargs
+    from jaxppo.core.networks import init_params, make_network
 
     _allow_envpool_ids(monkeypatch)
     config = _cleanrl_atari(**kw)
@@ -369,7 +369,7 @@ def test_sb3_atari_logs_whole_unclipped_games(monkeypatch):
     pytest.importorskip("cv2", reason="SB3's Atari wrappers need opencv (the compare extra)")
     from ale_py.env import AtariEnv
 
-    from jaxppo.sb3_side import make_vec
+    from jaxppo.compare.sb3 import make_vec
 
     game, raw_games = [], []  # the raw rewards of the game under way; each finished game's sum
     real_step, real_reset = AtariEnv.step, AtariEnv.reset
@@ -408,7 +408,7 @@ def test_sb3_atari_logs_whole_unclipped_games(monkeypatch):
 
 def test_sb3_atari_side_runs_at_a_tiny_budget(monkeypatch):
     pytest.importorskip("cv2", reason="SB3's Atari wrappers need opencv (the compare extra)")
-    from jaxppo.compare import run_system
+    from jaxppo.compare.compare import run_system
 
     _allow_envpool_ids(monkeypatch)
     config = _cleanrl_atari(total_timesteps=128, num_envs=2, num_steps=64, num_minibatches=2,

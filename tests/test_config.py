@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxppo import ConfigError, Hparams, PPOConfig, load_config
-from jaxppo.config import config_from_dict, parse_overrides, parse_value, yaml_load
+from jaxppo.config.schema import config_from_dict, parse_overrides, parse_value, yaml_load
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))

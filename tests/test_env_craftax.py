@@ -15,7 +15,7 @@ from craftax.craftax_env import make_craftax_env_from_name  # noqa: E402
 
 from jaxppo import ConfigError, PPOConfig, make_train  # noqa: E402
 from jaxppo.envs import VecEnv, check_env_id, make_env  # noqa: E402
-from jaxppo.envs.craftax_env import CLASSIC_ACHIEVEMENTS  # noqa: E402
+from jaxppo.envs.sources.craftax import CLASSIC_ACHIEVEMENTS  # noqa: E402
 
 CLASSIC = "Craftax-Classic-Symbolic-v1"
 ID = "craftax/" + CLASSIC

@@ -14,9 +14,9 @@ import pytest
 # jaxppo first: Jumanji creates arrays at import, which starts JAX's CPU backend, and
 # `import jaxppo` must set its XLA flags before that (jaxppo/_xla.py: a scheduler deadlock).
 from jaxppo import ConfigError, PPOConfig, load_config, make_train
+from jaxppo.core.networks import init_params, make_network
 from jaxppo.envs import VecEnv, check_env_id
-from jaxppo.envs.jumanji_env import make
-from jaxppo.networks import init_params, make_network
+from jaxppo.envs.sources.jumanji import make
 
 jumanji = pytest.importorskip("jumanji")
 
@@ -193,7 +193,7 @@ def test_missing_jumanji_says_how_to_install(monkeypatch):
 
 def test_cli_trains_checkpoints_and_evaluates(tmp_path, capsys):
     """The shipped config, shrunk, through the CLI: the run's checkpoint holds Jumanji's state."""
-    from jaxppo.cli import main
+    from jaxppo.cli.main import main
 
     config = os.path.join(ROOT, "configs", "jumanji_snake.yaml")
     assert main(["train", "--config", config, "--set", "total_timesteps=2048", "--set",

@@ -102,7 +102,7 @@ def test_max_steps_truncates_not_terminates():
 
 def test_adapter_step_does_not_reset():
     """Stepping an ended timestep again stays ended (navix's own step would reset it)."""
-    from jaxppo.envs.navix_env import make
+    from jaxppo.envs.sources.navix import make
 
     env, params = make("Navix-Empty-5x5-v0", {})
     _, ts = jax.jit(env.reset_env)(jax.random.key(0), params)
@@ -181,7 +181,7 @@ def test_eval_gif_draws_navix_frames(tmp_path):
     """The adapter's render hook: navix's own RGB view of the whole grid, one frame a step."""
     from PIL import Image
 
-    from jaxppo.render import render_gif
+    from jaxppo.policy.render import render_gif
 
     config = PPOConfig(env_id=EMPTY, env_kwargs={"max_steps": 6}, num_envs=2, num_steps=8,
                        total_timesteps=16, num_minibatches=1, hidden_sizes=(8,))

@@ -14,8 +14,9 @@ import pytest
 pytest.importorskip("mujoco_playground")
 
 from jaxppo import ConfigError, PPOConfig, make_train  # noqa: E402
-from jaxppo.envs import VecEnv, check_env_id, make_env, playground_env  # noqa: E402
-from jaxppo.envs.playground_env import PlaygroundState  # noqa: E402
+from jaxppo.envs import VecEnv, check_env_id, make_env  # noqa: E402
+from jaxppo.envs.sources import playground as playground_env  # noqa: E402
+from jaxppo.envs.sources.playground import PlaygroundState  # noqa: E402
 
 CARTPOLE = "playground/CartpoleBalance"
 N = 3

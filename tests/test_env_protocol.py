@@ -15,11 +15,11 @@ from flax import struct
 
 import jaxppo
 from jaxppo import ConfigError, Experiment, PPOConfig, make_train
-from jaxppo.cli import main
+from jaxppo.cli.main import main
+from jaxppo.core.networks import Categorical, MultiCategorical, mask_logits
 from jaxppo.envs import MultiDiscrete, VecEnv, check_env_id, inspect_env
 from jaxppo.envs.probes import Constant
 from jaxppo.envs.spaces import Box, Discrete
-from jaxppo.networks import Categorical, MultiCategorical, mask_logits
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 sys.path.insert(0, ROOT)
@@ -198,7 +198,7 @@ class _DrawsFloats(Corridor):
 
 
 def test_a_render_hook_that_cannot_draw_is_no_renderer_and_a_bad_frame_is_named(tmp_path):
-    from jaxppo.render import NoRenderer, render_gif
+    from jaxppo.policy.render import NoRenderer, render_gif
 
     config = PPOConfig(env_id="custom/Corridor", total_timesteps=256, **CONFIG)
     ts = make_train(config, env=Corridor()).init(jax.random.key(0)).train_state
@@ -450,8 +450,8 @@ def test_checkpoints_from_before_the_new_state_fields_still_load():
     fields; for a feedforward, unmasked run they are empty and are filled in on load."""
     from flax import serialization
 
-    from jaxppo.checkpoint import restore_into
     from jaxppo.keys import keys_as_data
+    from jaxppo.run.checkpoint import restore_into
 
     train = make_train(PPOConfig(num_envs=2, num_steps=8, total_timesteps=32,
                                  num_minibatches=2))
@@ -467,7 +467,7 @@ def test_checkpoints_from_before_the_new_state_fields_still_load():
 
 
 def test_compare_refuses_what_sb3_would_not_run_alike():
-    from jaxppo.compare import comparable_config
+    from jaxppo.compare.compare import comparable_config
 
     for change in ({"network": "gru", "hidden_sizes": (64,)}, {"max_episode_steps": 100}):
         with pytest.raises(ConfigError, match="compare different things") as e:
@@ -516,7 +516,7 @@ def test_a_mismatched_instance_is_blamed_not_the_config(stopped_instance_run, tm
     import shutil
 
     from jaxppo import CheckpointError
-    from jaxppo.checkpoint import save_checkpoint
+    from jaxppo.run.checkpoint import save_checkpoint
 
     run = tmp_path / "old"
     shutil.copytree(stopped_instance_run, run)
@@ -531,7 +531,7 @@ def test_a_mismatched_instance_is_blamed_not_the_config(stopped_instance_run, tm
 
 def test_register_env_refuses_ids_it_could_never_serve_and_silent_replacements(monkeypatch):
     from jaxppo.envs import registry
-    from jaxppo.stats import solve_threshold
+    from jaxppo.run.stats import solve_threshold
 
     monkeypatch.setattr(registry, "_USER_ENVS", {})
     monkeypatch.setattr(registry, "_OVERWRITES", set())

@@ -12,7 +12,8 @@ import pytest
 xminigrid = pytest.importorskip("xminigrid")
 
 from jaxppo import ConfigError, PPOConfig, make_train  # noqa: E402
-from jaxppo.envs import VecEnv, check_env_id, xminigrid_env  # noqa: E402
+from jaxppo.envs import VecEnv, check_env_id  # noqa: E402
+from jaxppo.envs.sources import xminigrid as xminigrid_env  # noqa: E402
 
 EMPTY5 = "xminigrid/MiniGrid-Empty-5x5"
 EMPTY6 = "xminigrid/MiniGrid-Empty-6x6"

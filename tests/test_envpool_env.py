@@ -12,7 +12,7 @@ import pytest
 
 from jaxppo import ConfigError
 from jaxppo.envs import check_env_id
-from jaxppo.envs import envpool_env as E
+from jaxppo.envs.sources import envpool as E
 
 envpool = pytest.importorskip("envpool")
 

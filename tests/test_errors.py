@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 
 from jaxppo import ConfigError, Experiment, PPOConfig, load_checkpoint, make_train
-from jaxppo.cli import main
+from jaxppo.cli.main import main
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -169,7 +169,7 @@ def _damaged_copy(src: str, dst: str, damage: str) -> str:
     elif damage == "empty":
         data = b""
     else:  # another env or other network sizes in the header: the payload no longer fits
-        from jaxppo.checkpoint import _digest
+        from jaxppo.run.checkpoint import _digest
 
         outer = msgpack.unpackb(data, raw=False)
         outer["header"]["config"].update(damage)
@@ -228,7 +228,7 @@ def test_memory_refusal_is_immediate_and_names_the_knob():
 
 
 def test_many_seeds_are_refused_by_the_driver_not_one():
-    from jaxppo.memory import available_memory, check_memory, estimate_memory
+    from jaxppo.run.memory import available_memory, check_memory, estimate_memory
 
     config = PPOConfig(num_envs=4096, num_steps=256, num_minibatches=4, total_timesteps=4096 * 256)
     check_memory(config, 1)  # one run fits
@@ -245,7 +245,7 @@ def test_many_seeds_are_refused_by_the_driver_not_one():
     dict(num_envs=16, num_minibatches=1, hidden_sizes=(512, 512)),
 ])
 def test_estimate_tracks_what_xla_allocates(kwargs):
-    from jaxppo.memory import estimate_memory
+    from jaxppo.run.memory import estimate_memory
 
     kwargs = {"num_steps": 128, **kwargs}
     config = PPOConfig(total_timesteps=kwargs["num_envs"] * kwargs["num_steps"] * 4, **kwargs)
@@ -258,7 +258,7 @@ def test_memory_does_not_grow_with_total_timesteps(tiny_config):
     """The scan's working memory is the same for 6 and 96 updates; only the [U] metrics grow."""
     import dataclasses
 
-    from jaxppo.train import METRIC_NAMES
+    from jaxppo.core.train import METRIC_NAMES
 
     def analysis(updates):
         config = dataclasses.replace(tiny_config, total_timesteps=tiny_config.batch_size * updates)
@@ -323,7 +323,7 @@ def test_a_faulty_env_is_named_not_blamed_on_lr(tmp_path, capsys, env_id, extra,
 
 
 def test_a_nonfinite_state_is_never_saved(tmp_path, finished_run):
-    from jaxppo.checkpoint import CheckpointError, save_checkpoint
+    from jaxppo.run.checkpoint import CheckpointError, save_checkpoint
 
     good = load_checkpoint(finished_run)
     bad = good.runner_state._replace(train_state=jax.tree.map(
@@ -393,7 +393,7 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint(tmp_path, finished_
     while writing (here: interrupted at the fsync) leaves the previous checkpoint whole."""
     import shutil
 
-    from jaxppo.checkpoint import save_checkpoint
+    from jaxppo.run.checkpoint import save_checkpoint
 
     run = str(tmp_path / "run")
     shutil.copytree(finished_run, run)
@@ -420,7 +420,7 @@ def test_the_memory_check_uses_the_accelerators_own_free_memory(monkeypatch):
     stands in for one: no GPU here)."""
     from types import SimpleNamespace
 
-    from jaxppo import memory
+    from jaxppo.run import memory
 
     gpu = SimpleNamespace(platform="gpu", id=0, device_kind="NVIDIA H100 80GB HBM3",
                           memory_stats=lambda: {"bytes_limit": 80 * 2**30,

@@ -17,11 +17,11 @@ import pytest
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.cli import main
+from jaxppo.cli.main import main
 from jaxppo.keys import to_host
-from jaxppo.logger import read_metrics_csv
+from jaxppo.run.logs.writers import read_metrics_csv
+from jaxppo.run.stats import RunStats
 from jaxppo.search import SweepResult, rank_settings
-from jaxppo.stats import RunStats
 
 # 24 updates of 4 envs x 16 steps; chunks of 6 updates: 4 chunks.
 CONFIG = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
@@ -200,12 +200,12 @@ def test_a_normaliser_overflow_diverges_naming_it_and_keeps_the_run(tmp_path):
 def test_a_refused_save_never_deletes_a_run_that_has_logged(tmp_path, monkeypatch):
     """Any failure after the first chunk (here: the final save refusing a non-finite state)
     surfaces, and the run directory keeps its logs; only a run in which nothing ran is removed."""
-    import jaxppo.callbacks
+    import jaxppo.run.callbacks
 
     def refuse(*args, **kwargs):
         raise jaxppo.CheckpointError("refusing to save a checkpoint with NaN/Inf parameters")
 
-    monkeypatch.setattr(jaxppo.callbacks, "save_checkpoint", refuse)
+    monkeypatch.setattr(jaxppo.run.callbacks, "save_checkpoint", refuse)
     with pytest.raises(jaxppo.CheckpointError, match="refusing"):
         experiment(tmp_path).run()
     run = os.path.join(str(tmp_path), "run")
@@ -358,7 +358,7 @@ def test_donating_the_runner_state_changes_nothing_but_memory(tmp_path, whole):
     Experiment.resume(run, progress=False, donate=True)
     assert_same_run(whole[1], run)
 
-    from jaxppo.sharding import LocalPlacement
+    from jaxppo.run.placement import LocalPlacement
 
     placement = LocalPlacement(CONFIG)
     inputs = placement.place_inputs(jax.random.split(jax.random.key(0), 2), None)

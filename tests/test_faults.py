@@ -18,10 +18,10 @@ import pytest
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.cli import main
-from jaxppo.driver import chunk_lengths, pick_chunk
-from jaxppo.files import RunLock
-from jaxppo.logger import (
+from jaxppo.cli.main import main
+from jaxppo.run.driver import chunk_lengths, pick_chunk
+from jaxppo.run.files import RunLock
+from jaxppo.run.logs.writers import (
     CSV_HEADER,
     CsvLogger,
     _kept_rows,
@@ -202,7 +202,7 @@ def test_a_second_writer_is_refused_with_the_holder_named(stopped_run, tmp_path,
 def test_stale_temp_files_are_removed_by_the_next_save(tmp_path, capsys):
     code, _, _ = cli(capsys, "train", "--config", CARTPOLE, *TINY, "--logdir", str(tmp_path),
                      "--run-name", "r", "--no-progress")
-    from jaxppo.checkpoint import save_checkpoint
+    from jaxppo.run.checkpoint import save_checkpoint
 
     run = str(tmp_path / "r")
     stale = os.path.join(run, "checkpoint", ".tmp-killed.msgpack")
@@ -700,7 +700,7 @@ def test_a_numpy_false_from_a_callback_stops_the_run():
 @pytest.fixture(scope="module")
 def finished_sweep(tmp_path_factory):
     """A two-setting sweep run to its end with --checkpoint-every 6; the updates it saved at."""
-    from jaxppo.callbacks import Checkpointer
+    from jaxppo.run.callbacks import Checkpointer
 
     logdir = str(tmp_path_factory.mktemp("sweep"))
     setup_compilation_cache()

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from conftest import assert_sweep_refused, run_cli
 
-import jaxppo.driver
+import jaxppo.run.driver
 from jaxppo import ConfigError, load_config, load_policy
-from jaxppo.checkpoint import load_checkpoint
-from jaxppo.cli import main
-from jaxppo.config import parse_overrides
-from jaxppo.logger import read_metrics_csv
+from jaxppo.cli.main import main
+from jaxppo.config.schema import parse_overrides
+from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.logs.writers import read_metrics_csv
 from jaxppo.search import random_search, rung_ends, rung_sizes, select
 from jaxppo.search.halving import Rungs, min_updates, setting_scores, setting_updates
 from jaxppo.search.sweep import resume_sweep, sweep
@@ -135,14 +135,14 @@ def halving_run(tmp_path_factory):
     chunk program was built for."""
     tmp = tmp_path_factory.mktemp("halving")
     compiled = []
-    original = jaxppo.driver.Driver.compile
+    original = jaxppo.run.driver.Driver.compile
 
     def spy(self, inputs, start_update=0, init=True):
         compiled.append((self.num_runs, inputs.keys.shape[0], start_update, self.num_updates))
         return original(self, inputs, start_update, init)
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(jaxppo.driver.Driver, "compile", spy)
+    mp.setattr(jaxppo.run.driver.Driver, "compile", spy)
     try:
         code = main(["sweep", "--config", CARTPOLE, *TINY, *HALVING, "--logdir", str(tmp),
                      "--run-name", "cli", "--no-progress"])

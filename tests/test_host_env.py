@@ -16,13 +16,13 @@ from conftest import run_cli
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, make_train
-from jaxppo.checkpoint import load_checkpoint
-from jaxppo.driver import Driver
 from jaxppo.envs import HostVecEnv
-from jaxppo.envs.host_source import HostStep
 from jaxppo.envs.registry import HOST_SOURCES
+from jaxppo.envs.sources.protocol import HostStep
 from jaxppo.errors import ConfigError, EnvError
-from jaxppo.render import render_gif
+from jaxppo.policy.render import render_gif
+from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.driver import Driver
 
 
 class Walk(gymnasium.Env):

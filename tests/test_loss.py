@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxppo.loss import clipped_policy_loss, normalize_advantages, value_loss
+from jaxppo.core.loss import clipped_policy_loss, normalize_advantages, value_loss
 
 
 def test_ratio_inside_clip_is_plain_surrogate():
@@ -69,9 +69,9 @@ def test_advantage_normalization():
 
 
 def test_every_loss_statistic_is_a_metric_the_memory_estimate_counts():
-    from jaxppo.loss import LossInfo
-    from jaxppo.memory import _METRICS_PER_UPDATE
-    from jaxppo.train import METRIC_NAMES
+    from jaxppo.core.loss import LossInfo
+    from jaxppo.core.train import METRIC_NAMES
+    from jaxppo.run.memory import _METRICS_PER_UPDATE
 
     assert set(LossInfo._fields) - {"total_loss"} <= set(METRIC_NAMES)
     assert len(METRIC_NAMES) <= _METRICS_PER_UPDATE

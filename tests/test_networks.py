@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 from jaxppo import PPOConfig
-from jaxppo.envs import Box, VecEnv
-from jaxppo.envs.probes import ProbeState, _Probe
-from jaxppo.networks import (
+from jaxppo.core.networks import (
     Categorical,
     Conv,
     DiagGaussian,
@@ -19,6 +17,8 @@ from jaxppo.networks import (
     make_network,
     orthogonal,
 )
+from jaxppo.envs import Box, VecEnv
+from jaxppo.envs.probes import ProbeState, _Probe
 
 
 @pytest.mark.parametrize("env_id,discrete", [("CartPole-v1", True), ("Pendulum-v1", False),
@@ -96,7 +96,7 @@ def test_cnn_torso_reads_images_as_images():
 
 def test_nature_cnn_torso_and_one_line_for_the_wrong_observations():
     from jaxppo import ConfigError
-    from jaxppo.networks import check_torso
+    from jaxppo.core.networks import check_torso
 
     big = PPOConfig(env_id="Breakout-MinAtar", torso="nature_cnn", hidden_sizes=(32,))
     check_torso(big, (84, 84, 4))  # fits
@@ -162,8 +162,8 @@ def test_a_shared_torso_is_one_conv_stack_that_both_losses_train():
     assert out.runner_state.train_state.params["params"]["actor"]["Dense_0"]["kernel"].shape == (
         8 * 8 * 16, env.action_dim)
     # the memory estimate counts the network as built: 3x3x4x16 conv + 16; heads on 8x8x16
-    from jaxppo.callbacks import value_text
-    from jaxppo.memory import _param_count
+    from jaxppo.run.callbacks import value_text
+    from jaxppo.run.memory import _param_count
 
     assert _param_count(heads_only, env) == (3 * 3 * 4 * 16 + 16) + (1024 * env.action_dim
                                              + env.action_dim) + (1024 + 1)
@@ -236,7 +236,7 @@ def test_nature_cnn_reads_uint8_as_pixels_in_0_1_and_other_inputs_as_they_are():
 
 def test_policy_act_on_uint8_frames_acts_as_in_training():
     from jaxppo import make_train
-    from jaxppo.policy import Policy
+    from jaxppo.policy.policy import Policy
 
     cfg = PPOConfig(env_id="custom/pixels", torso="nature_cnn", hidden_sizes=(8,), num_envs=2,
                     num_steps=4, num_minibatches=1, total_timesteps=8)

@@ -16,10 +16,11 @@ import pytest
 from conftest import assert_sweep_refused, run_cli
 
 from jaxppo import ConfigError, UsageError, load_checkpoint, load_config, load_policy
-from jaxppo.cli import main
-from jaxppo.config import parse_overrides
+from jaxppo.cli.main import main
+from jaxppo.config.schema import parse_overrides
+from jaxppo.core.rollout import EnvCarry
+from jaxppo.core.train import RunnerState, TrainState
 from jaxppo.keys import to_host
-from jaxppo.rollout import EnvCarry
 from jaxppo.search import draw_settings, parse_space
 from jaxppo.search.pbt import (
     PBTController,
@@ -30,7 +31,6 @@ from jaxppo.search.pbt import (
     space_from_record,
 )
 from jaxppo.search.sweep import resume_sweep, sweep
-from jaxppo.train import RunnerState, TrainState
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from jaxppo import CheckpointError, PPOConfig, make_train
-from jaxppo.checkpoint import save_checkpoint
+from jaxppo.core.networks import make_network
+from jaxppo.core.normalize import RunningMeanStd, rms_normalize
 from jaxppo.errors import UsageError
-from jaxppo.networks import make_network
-from jaxppo.normalize import RunningMeanStd, rms_normalize
-from jaxppo.policy import evaluate, load_policy
+from jaxppo.policy.policy import evaluate, load_policy
+from jaxppo.run.checkpoint import save_checkpoint
 
-ev = importlib.import_module("jaxppo.episodes")
+ev = importlib.import_module("jaxppo.policy.episodes")
 RUNS = 4
 
 
@@ -161,7 +161,7 @@ def test_bad_seed_and_missing_checkpoint_give_one_line(cartpole, tmp_path):
 
 def test_gif_to_an_unwritable_path_fails_before_playing(cartpole, tmp_path, monkeypatch):
     _, config, train_states, _ = cartpole
-    rd = importlib.import_module("jaxppo.render")
+    rd = importlib.import_module("jaxppo.policy.render")
     monkeypatch.setattr(rd, "play_episode", lambda *a, **k: pytest.fail("played an episode"))
     gif = tmp_path / "no" / "such" / "dir" / "ep.gif"
     with pytest.raises(UsageError, match=f"cannot write GIF to '{gif}': directory .* does not "

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from jaxppo.cli import main
+from jaxppo.cli.main import main
 from jaxppo.errors import UsageError
-from jaxppo.report import (
+from jaxppo.reports.report import (
     aggregate,
     interval_estimates,
     iqm,

@@ -61,7 +61,7 @@ def test_gpu_suite_tiny(tmp_path):
     sb3 = [r["what"] for r in data["rows"] if r["part"] == "sb3" and r["sps"]]
     assert sb3 == ["jaxppo, 1 seed", "SB3 DummyVecEnv (4 envs)"]  # MinAtar-Breakout vs SB3
     atari = [r for r in data["rows"] if r["part"] == "atari"]
-    envpool = importlib.util.find_spec("jaxppo.envs.envpool_env") is not None
+    envpool = importlib.util.find_spec("jaxppo.envs.sources.envpool") is not None
     assert all((r["sps"] is not None) == envpool for r in atari), atari  # else: skipped rows
     measured = [r for r in data["rows"] if r["sps"] is not None]
     assert len(measured) >= 12 and all(r["sps"] > 0 and r["compile_s"] > 0 for r in measured)

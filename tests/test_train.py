@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxppo import Hparams, PPOConfig, make_train
-from jaxppo.train import (
+from jaxppo.core.train import (
     BITONIC_MAX_ROWS,
     BITONIC_MIN_AGENTS,
     METRIC_NAMES,

@@ -44,8 +44,8 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 from jax.experimental import io_callback
 
-from jaxppo.envs.host_source import HostSource, HostStep
 from jaxppo.envs.registry import check_host_id, host_source_of
+from jaxppo.envs.sources.protocol import HostSource, HostStep
 from jaxppo.envs.spaces import ActionSpec, action_spec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError, EnvError

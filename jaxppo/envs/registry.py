@@ -30,15 +30,15 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-import jaxppo.envs.brax_env as brax_env
-import jaxppo.envs.craftax_env as craftax_env
-import jaxppo.envs.envpool_env as envpool_env
-import jaxppo.envs.gymnasium_env as gymnasium_env
-import jaxppo.envs.gymnax_env as gymnax_env
-import jaxppo.envs.jumanji_env as jumanji_env
-import jaxppo.envs.navix_env as navix_env
-import jaxppo.envs.playground_env as playground_env
-import jaxppo.envs.xminigrid_env as xminigrid_env
+import jaxppo.envs.sources.brax as brax_env
+import jaxppo.envs.sources.craftax as craftax_env
+import jaxppo.envs.sources.envpool as envpool_env
+import jaxppo.envs.sources.gymnasium as gymnasium_env
+import jaxppo.envs.sources.gymnax as gymnax_env
+import jaxppo.envs.sources.jumanji as jumanji_env
+import jaxppo.envs.sources.navix as navix_env
+import jaxppo.envs.sources.playground as playground_env
+import jaxppo.envs.sources.xminigrid as xminigrid_env
 from jaxppo.errors import ConfigError
 
 SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (

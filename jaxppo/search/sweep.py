@@ -24,13 +24,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxppo.callbacks import setting_label
-from jaxppo.config import PPOConfig, config_from_dict
-from jaxppo.driver import Driver
+from jaxppo.config.schema import PPOConfig, config_from_dict
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.experiment import Experiment, make_run_dir, run_dir_of
-from jaxppo.files import RunLock, free_name, write_atomic
-from jaxppo.logger import write_summary
+from jaxppo.run.callbacks import setting_label
+from jaxppo.run.driver import Driver
+from jaxppo.run.experiment import Experiment, make_run_dir, run_dir_of
+from jaxppo.run.files import RunLock, free_name, write_atomic
+from jaxppo.run.logs.writers import write_summary
+from jaxppo.run.placement import make_placement
+from jaxppo.run.stats import quiet_nonfinite
 from jaxppo.search.halving import halving_search
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
 from jaxppo.search.space import random_search
@@ -51,8 +53,6 @@ from jaxppo.search.table import (
     sweep_rows,
     write_sweep_files,
 )
-from jaxppo.sharding import make_placement
-from jaxppo.stats import quiet_nonfinite
 
 PLAN = "static_sweep.json"
 

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxppo.callbacks import Callback, RunInfo, RunResult, setting_label
 from jaxppo.errors import UsageError
 from jaxppo.plots import plot_sweep
+from jaxppo.run.callbacks import Callback, RunInfo, RunResult, setting_label
+from jaxppo.run.stats import mean_std_or_none, quiet_nonfinite
 from jaxppo.search.halving import is_halving, setting_updates
 from jaxppo.search.static import check_key, parse_values
-from jaxppo.stats import mean_std_or_none, quiet_nonfinite
 
 
 @dataclasses.dataclass

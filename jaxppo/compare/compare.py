@@ -1,0 +1,427 @@
+"""`jaxppo compare`: jaxppo side by side with the PyTorch pipeline people use today,
+Stable-Baselines3 PPO on gymnasium envs in a `DummyVecEnv` (one process) and in a
+`SubprocVecEnv` (one process per env), on the same hyperparameters, on the same machine: on
+gymnasium's classic control, MinAtar (the reference `minatar` package), Atari (ALE under SB3's
+Atari wrappers, against jaxppo's EnvPool source) and any `gymnasium/<id>` (`sb3_side.py` builds
+the SB3 side: its envs, and a torch network with jaxppo's shapes).
+
+Every (system, repeat) runs in a fresh child process, interleaved (repeat 1 of every system,
+then repeat 2, ...), so slow drift of the machine hits all systems alike and no system inherits
+another's warm caches or threads. Each child reports its setup time (jaxppo: compile; SB3: env
+processes and model), its run time and SPS, the wall time at which it reached the solve
+threshold counted from its start (so including compile/setup), and its final return. The solve
+rule is the same code for every system (`stats.SolveTracker`: mean over seeds of each seed's
+mean return over its last 20 episodes).
+
+The mapping of `PPOConfig` to SB3's `PPO(...)` is `sb3_kwargs`; where the two algorithms differ
+the difference is removed on the jaxppo side and printed (`comparable_config`).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import numpy as np
+
+from jaxppo._xla import setup_compilation_cache
+from jaxppo.config.schema import PPOConfig
+from jaxppo.errors import ConfigError
+from jaxppo.machine import describe
+from jaxppo.plots import has_bar, plot_compare
+from jaxppo.run.experiment import Experiment
+from jaxppo.run.stats import SolveTracker, solve_threshold
+
+SYSTEMS = ("jaxppo", "jaxppo-seeds", "sb3-dummy", "sb3-subproc")
+"""jaxppo with 1 seed; jaxppo with N vmapped seeds; SB3 with DummyVecEnv; SB3 with SubprocVecEnv."""
+
+GYMNASIUM_IDS = {
+    "CartPole-v1": "CartPole-v1",
+    "Acrobot-v1": "Acrobot-v1",
+    "MountainCar-v0": "MountainCar-v0",
+    "MountainCarContinuous-v0": "MountainCarContinuous-v0",
+    "Pendulum-v1": "Pendulum-v1",
+}
+"""gymnax ids whose gymnasium twin has the same dynamics, spaces and time limit."""
+
+MINATAR_IDS = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar",
+               "SpaceInvaders-MinAtar")
+"""gymnax's MinAtar games; SB3 runs the reference `minatar` package (`sb3_side.MinAtarEnv`)."""
+
+ATARI_PREFIX = "envpool/"
+GYMNASIUM_PREFIX = "gymnasium/"
+TORSOS = {"classic": ("mlp",), "gymnasium": ("mlp",), "minatar": ("mlp", "cnn"),
+          "atari": ("nature_cnn",)}
+"""Per kind of env, the torsos whose twin the SB3 side builds (`sb3_side.policy_setup`)."""
+ATARI_SB3_SETTINGS = {"episodic_life": True, "reward_clip": True}
+"""EnvPool settings an Atari config may spell out: SB3's `AtariWrapper` trains that way too."""
+
+INSTALL_HINT = ("jaxppo compare needs the compare extra: pip install 'jaxppo[compare]' "
+                "(it pins torch==2.13.0, the local CPU build; an unpinned torch pulls GBs of CUDA)")
+
+
+def env_kind(env_id: str) -> str:
+    """Which SB3 twin `env_id` has: `classic` (gymnasium's classic control), `minatar` (the
+    reference MinAtar), `atari` (EnvPool Atari vs ALE under SB3's Atari wrappers) or
+    `gymnasium` (the same Gymnasium id on both sides); one line if none."""
+    if env_id in GYMNASIUM_IDS:
+        return "classic"
+    if env_id in MINATAR_IDS:
+        return "minatar"
+    if env_id.startswith(ATARI_PREFIX) and env_id.endswith("-v5"):
+        return "atari"
+    if env_id.startswith(GYMNASIUM_PREFIX) and len(env_id) > len(GYMNASIUM_PREFIX):
+        return "gymnasium"
+    raise ConfigError(f"config key 'env_id': jaxppo compare runs envs that gymnasium has too "
+                      f"({', '.join(GYMNASIUM_IDS)}), gymnax's MinAtar games, EnvPool's Atari "
+                      f"games (envpool/<Game>-v5) and gymnasium/<id>, not {env_id!r}")
+
+
+def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
+    """The config both sides run, and a note for every change made to get identical algorithms.
+
+    CleanRL-style value clipping (`clip_vloss`: the max of the clipped and unclipped losses) has
+    no SB3 equivalent: SB3's `clip_range_vf` clips the prediction itself, which at CartPole's
+    return scale would pin the critic within `clip_eps` of its rollout values. So it is off on
+    both sides. A bfloat16 `compute_dtype` becomes float32 (SB3's torch network is float32).
+    An env with no solve threshold gets a note too: the table's solve columns read "-".
+    """
+    kind = env_kind(config.env_id)
+    default = PPOConfig()
+    fixed = ("network", "env_kwargs", "env_params", "obs_field")
+    if kind != "minatar":  # MinAtar's SB3 side takes jaxppo's time limit (sb3_side.py)
+        fixed += ("max_episode_steps",)
+    differ = [k for k in fixed if getattr(config, k) != getattr(default, k)]
+    if kind == "atari" and "env_kwargs" in differ and config.env_kwargs.items() <= \
+            ATARI_SB3_SETTINGS.items():  # what SB3's Atari wrappers do anyway
+        differ.remove("env_kwargs")
+    if differ:
+        raise ConfigError(f"config key '{differ[0]}': jaxppo compare runs SB3's feedforward "
+                          f"policy on the stock gymnasium env, so {', '.join(differ)} would "
+                          "compare different things; use the defaults for a side-by-side run")
+    if config.torso not in TORSOS[kind]:
+        raise ConfigError(f"config key 'torso': jaxppo compare's SB3 side has no twin of torso "
+                          f"{config.torso!r} on {config.env_id}; use torso: "
+                          f"{' or '.join(TORSOS[kind])}")
+    if config.torso == "nature_cnn" and config.activation != "relu":
+        raise ConfigError(f"config key 'activation': SB3's NatureCNN ends in a relu layer, so "
+                          f"nature_cnn with {config.activation!r} would compare different "
+                          "networks; use activation: relu")
+    notes = []
+    if solve_threshold(config.env_id) is None:
+        notes.append(f"{config.env_id} has no solve threshold: time to solve is not defined "
+                     "(-); compare the final return")
+    if config.compute_dtype != "float32":
+        notes.append(f"compute_dtype: float32 on both sides (SB3's torch network is float32; "
+                     f"{config.compute_dtype} would compare different arithmetic)")
+        config = dataclasses.replace(config, compute_dtype="float32")
+    if config.clip_vloss:
+        config = dataclasses.replace(config, clip_vloss=False)
+        notes.append("clip_vloss: off on both sides (SB3 has no CleanRL-style max-form value "
+                     "clipping; its clip_range_vf clips the prediction itself)")
+    return config, notes
+
+
+class AnnealedLR:
+    """SB3 learning-rate schedule equal to jaxppo's `lr * (1 - k / U)` at update k = 0..U-1.
+
+    SB3 evaluates it at progress_remaining = 1 - (k + 1) / U (progress is advanced after the
+    rollout, before the update), hence the `+ 1 / U`. A class, not a lambda: SB3 pickles it.
+    """
+
+    def __init__(self, lr: float, num_updates: int):
+        self.lr, self.num_updates = lr, num_updates
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.lr * min(1.0, progress_remaining + 1.0 / self.num_updates)
+
+
+def sb3_kwargs(config: PPOConfig) -> dict[str, Any]:
+    """`PPOConfig` -> keyword arguments of `stable_baselines3.PPO` (torch is imported here)."""
+    import torch
+
+    from jaxppo.compare.sb3 import policy_setup
+
+    activations = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "gelu": torch.nn.GELU,
+                   "silu": torch.nn.SiLU, "elu": torch.nn.ELU}
+    hidden = list(config.hidden_sizes)
+    return {
+        "n_steps": config.num_steps,
+        "batch_size": config.minibatch_size,  # SB3's batch_size is the minibatch
+        "n_epochs": config.update_epochs,
+        "learning_rate": (AnnealedLR(config.lr, config.num_updates) if config.anneal_lr
+                          else config.lr),
+        "gamma": config.gamma,
+        "gae_lambda": config.gae_lambda,
+        "clip_range": config.clip_eps,
+        "clip_range_vf": None,  # see comparable_config
+        "normalize_advantage": config.norm_adv,
+        "ent_coef": config.ent_coef,
+        # jaxppo's value loss is 0.5 * MSE (CleanRL); SB3's is the MSE itself.
+        "vf_coef": 0.5 * config.vf_coef,
+        "max_grad_norm": config.max_grad_norm,
+        # SB3 stops once approx_kl > 1.5 * target_kl; jaxppo at approx_kl > target_kl.
+        "target_kl": None if config.target_kl is None else config.target_kl / 1.5,
+        "policy_kwargs": {
+            "net_arch": {"pi": hidden, "vf": hidden},  # separate actor and critic MLPs
+            "activation_fn": activations[config.activation],
+            "ortho_init": True,  # gains sqrt(2) / 0.01 / 1, as jaxppo and CleanRL
+            "log_std_init": 0.0,
+            "optimizer_kwargs": {"eps": config.adam_eps},
+            **policy_setup(env_kind(config.env_id), config.torso, config.shared_torso)[1],
+        },
+        "device": "cpu",
+        "verbose": 0,
+    }
+
+
+def make_sb3(config: PPOConfig, subproc: bool, seed: int):
+    """The SB3 model with its vectorised env (wrapped in VecNormalize where jaxppo normalizes)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from jaxppo.compare.sb3 import make_vec, policy_setup
+
+    kind = env_kind(config.env_id)
+    gym_id = (GYMNASIUM_IDS.get(config.env_id) if kind == "classic"
+              else config.env_id.removeprefix(GYMNASIUM_PREFIX))
+    env = make_vec(kind, config.env_id, config.num_envs, subproc, seed,
+                   max_episode_steps=config.max_episode_steps, gym_id=gym_id)
+    if config.normalize_obs or config.normalize_reward:
+        env = VecNormalize(env, norm_obs=config.normalize_obs, norm_reward=config.normalize_reward,
+                           gamma=config.gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8)
+    return PPO(policy_setup(kind, config.torso, config.shared_torso)[0], env, seed=seed,
+               **sb3_kwargs(config))
+
+
+# ---------------------------------------------------------------------------------------------
+# one system, in a child process
+def _run_jaxppo(config: PPOConfig, seeds: int, seed: int, t0: float) -> dict:
+    result = Experiment(config, seeds=seeds, seed=seed, logdir=None, progress=False).run()
+    before = result.started - t0  # work before the run's clock started (env, checks, placing)
+    setup = before + result.compile_s
+    run_s = time.perf_counter() - t0 - setup
+    solved = result.solved
+    return {"setup_s": setup, "run_s": run_s, "env_steps": config.env_steps * seeds,
+            "sps": config.env_steps * seeds / run_s,
+            "solve_s": before + solved["wall_s"] if solved else None,
+            "solve_steps": solved["env_steps"] if solved else None,
+            "final_return": result.summary["final_return_mean"]}  # None: no episode ended
+
+
+def _run_sb3(config: PPOConfig, subproc: bool, seed: int, t0: float) -> dict:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    model = make_sb3(config, subproc, seed)
+    setup = time.perf_counter() - t0
+    tracker = SolveTracker(solve_threshold(config.env_id), 1)
+    state = {"solve_s": None, "solve_steps": None, "final": None, "episodes": []}
+
+    class Track(BaseCallback):
+        """Per rollout: the mean return of the episodes that ended in it (as jaxppo per update)."""
+
+        def _on_step(self) -> bool:
+            state["episodes"] += [i["episode"]["r"] for i in self.locals["infos"] if "episode" in i]
+            return True
+
+        def _on_rollout_end(self) -> None:
+            eps = state["episodes"]
+            if eps:
+                state["final"] = float(np.mean(eps))
+            if tracker.add([np.mean(eps) if eps else 0.0], [len(eps)]) and state["solve_s"] is None:
+                state["solve_s"] = time.perf_counter() - t0
+                state["solve_steps"] = int(self.model.num_timesteps)
+            state["episodes"] = []
+
+    model.learn(total_timesteps=config.env_steps, callback=Track())
+    run_s = time.perf_counter() - t0 - setup
+    model.get_env().close()
+    return {"setup_s": setup, "run_s": run_s, "env_steps": config.env_steps,
+            "sps": config.env_steps / run_s, "solve_s": state["solve_s"],
+            "solve_steps": state["solve_steps"], "final_return": state["final"]}
+
+
+def run_system(system: str, config: PPOConfig, seeds: int, seed: int) -> dict:
+    """Run one system once in this process; timings count from this call."""
+    t0 = time.perf_counter()
+    if system == "jaxppo":
+        return _run_jaxppo(config, 1, seed, t0)
+    if system == "jaxppo-seeds":
+        return _run_jaxppo(config, seeds, seed, t0)
+    if system in ("sb3-dummy", "sb3-subproc"):
+        return _run_sb3(config, system == "sb3-subproc", seed, t0)
+    raise ValueError(f"unknown system {system!r}")
+
+
+def _worker(argv: list[str]) -> None:
+    """`python -m jaxppo.compare.compare SYSTEM CONFIG_JSON SEEDS SEED`: one JSON line on stdout."""
+    system, config_json, seeds, seed = argv
+    if system.startswith("sb3"):
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)
+    config = PPOConfig(**json.loads(config_json))
+    print(json.dumps(run_system(system, config, int(seeds), int(seed))), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the parent: interleave, aggregate, report
+def label(system: str, config: PPOConfig, seeds: int) -> str:
+    return {
+        "jaxppo": "jaxppo, 1 seed",
+        "jaxppo-seeds": f"jaxppo, {seeds} vmapped seeds",
+        "sb3-dummy": f"SB3 DummyVecEnv ({config.num_envs} envs)",
+        "sb3-subproc": f"SB3 SubprocVecEnv ({config.num_envs} procs)",
+    }[system]
+
+
+def versions(env_id: str = "CartPole-v1") -> str:
+    out = []
+    extra = {"minatar": ("minatar",), "atari": ("ale-py",)}.get(env_kind(env_id), ())
+    for pkg in ("torch", "stable-baselines3", "gymnasium", *extra):
+        try:
+            out.append(f"{pkg} {version(pkg)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(out)
+
+
+def check_installed(env_id: str) -> None:
+    extra = {"minatar": ("minatar",), "atari": ("ale_py", "cv2")}.get(env_kind(env_id), ())
+    for mod in ("torch", "stable_baselines3", "gymnasium", *extra):
+        if importlib.util.find_spec(mod) is None:
+            raise ConfigError(INSTALL_HINT)
+
+
+def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, ...], seed: int,
+            warm_cache: bool, echo=print) -> tuple[list[dict], list[str]]:
+    """Run every system `repeats` times (interleaved, each in a child process); return one row
+    per system with medians, and the notes on how the configs were made identical."""
+    if any(s.startswith("sb3") for s in systems):
+        check_installed(config.env_id)
+    config, notes = comparable_config(config)
+    env = dict(os.environ)
+    if not warm_cache:  # a cold compile is what a new user pays: count it
+        env["JAXPPO_COMPARE_NO_CACHE"] = "1"
+    runs: dict[str, list[dict]] = {s: [] for s in systems}
+    threshold = solve_threshold(config.env_id)
+    payload = json.dumps(config.to_dict())
+    for k in range(repeats):
+        for system in systems:
+            echo(f"[{k + 1}/{repeats}] {label(system, config, seeds)} ...")
+            # SB3's side touches JAX only to read gymnax's MinAtar time limit: keep it off the
+            # accelerator (no GPU memory grabbed, no device start-up in its setup time).
+            child_env = {**env, "JAX_PLATFORMS": "cpu"} if system.startswith("sb3") else env
+            proc = subprocess.run([sys.executable, "-m", "jaxppo.compare.compare", system, payload,
+                                   str(seeds), str(seed + k)], capture_output=True, text=True,
+                                  env=child_env)
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+                raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs[system].append(result)
+            solve = (f"{result['solve_s']:.1f} s" if result["solve_s"] is not None
+                     else "not solved" if threshold is not None else "no threshold")
+            echo(f"      setup {result['setup_s']:.1f} s, {result['sps']:,.0f} SPS, "
+                 f"solved: {solve}, final return {result['final_return']}")
+    return [aggregate(system, runs[system], config, seeds, threshold is not None)
+            for system in systems], notes
+
+
+def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
+              has_threshold: bool = True) -> dict:
+    """One table row: medians over the repeats; solve columns only where the env has a
+    threshold (None/"-" otherwise: "not solved" would claim a bar that does not exist)."""
+    med = lambda key: statistics.median(r[key] for r in results)  # noqa: E731
+    solves = [r["solve_s"] for r in results if r["solve_s"] is not None]
+    finals = [r["final_return"] for r in results if r["final_return"] is not None]
+    return {
+        "system": system,
+        "label": label(system, config, seeds),
+        "repeats": len(results),
+        "setup_s": med("setup_s"),
+        "run_s": med("run_s"),
+        "sps": med("sps"),
+        "solve_s": statistics.median(solves) if len(solves) == len(results) else None,
+        "has_threshold": has_threshold,
+        "solved": f"{len(solves)}/{len(results)}" if has_threshold else "-",
+        "final_return": statistics.mean(finals) if finals else None,
+    }
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """SPS of each system over each SB3 variant's (the headline ×)."""
+    for ref in ("sb3-dummy", "sb3-subproc"):
+        base = next((r for r in rows if r["system"] == ref), None)
+        for r in rows:
+            r[f"sps_x_{ref}"] = r["sps"] / base["sps"] if base else None
+
+
+def _fmt(v, spec: str, none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
+    lines = [header, "",
+             "| system | setup/compile (s) | SPS (median) | × SB3 Dummy | × SB3 Subproc | "
+             "time to solve incl. setup (s) | solved | final return |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['label']} | {r['setup_s']:.1f} | {r['sps']:,.0f} | "
+            f"{_fmt(r.get('sps_x_sb3-dummy'), ',.1f')} | {_fmt(r.get('sps_x_sb3-subproc'), ',.1f')} | "
+            f"{_fmt(r['solve_s'], '.1f', 'not solved' if has_bar(r) else '-')} | "
+            f"{r['solved']} | "
+            f"{_fmt(r['final_return'], '.1f')} |")
+    lines += ["", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list[str],
+                  header: str) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    md = table_markdown(rows, notes, header)
+    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    keys = list(rows[0])
+    with open(os.path.join(out_dir, "compare.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config.to_dict(), f, indent=2)
+    plot_compare(os.path.join(out_dir, "compare.png"), rows, f"{config.env_id}, "
+                 f"{config.env_steps:,} steps")
+    return md
+
+
+def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: int,
+                       systems: tuple[str, ...], seed: int, warm_cache: bool, echo=print) -> str:
+    """`jaxppo compare`: say how the configs were made identical, run every system, write
+    compare.md/.csv/.png into `out_dir`; returns the markdown table."""
+    same, notes = comparable_config(config)
+    echo(f"jaxppo compare: {config.env_id}, {same.env_steps:,} steps, {repeats} repeat(s) "
+         f"each, interleaved, one child process per run | out {out_dir}")
+    for n in notes:
+        echo(f"note: {n}")
+    rows, notes = compare(config, repeats=repeats, seeds=seeds, systems=systems, seed=seed,
+                          warm_cache=warm_cache, echo=echo)
+    add_ratios(rows)
+    cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
+    header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {repeats} "
+              f"interleaved repeat(s); {describe()}; {versions(config.env_id)}; jaxppo: {cache}")
+    return write_outputs(out_dir, rows, same, notes, header)
+
+
+if __name__ == "__main__":
+    setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
+    _worker(sys.argv[1:])

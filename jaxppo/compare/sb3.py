@@ -1,0 +1,148 @@
+"""The Stable-Baselines3 side of `jaxppo compare`: for each jaxppo environment, the Gymnasium
+environment SB3 runs, and a torch network with jaxppo's shapes.
+
+    CartPole-v1 (gymnax)      -> gymnasium's CartPole-v1                       MlpPolicy
+    Breakout-MinAtar (gymnax) -> `MinAtarEnv("breakout")`, the reference       MlpPolicy, or the
+                                 `minatar` package (Young & Tian 2019)         `cnn` torso below
+    envpool/Breakout-v5       -> ALE's BreakoutNoFrameskip-v4 under SB3's      CnnPolicy (Nature
+                                 Atari wrappers, 4 frames stacked              CNN)
+    gymnasium/<id>            -> the same Gymnasium id                         MlpPolicy
+
+MinAtar, the two implementations made equal: gymnax's MinAtar has no sticky actions (the
+reference's default is 0.1), uses the game's minimal action set (Breakout: no-op, left, right =
+reference actions 0, 1, 3), truncates episodes at its `max_steps_in_episode` (the reference has
+no time limit) and gives float32 0/1 grids [10, 10, C] with the reference's channel order.
+`MinAtarEnv` does all four.
+
+This module imports gymnasium, torch and SB3 at the top: only `compare.py` imports it, inside
+functions, when the compare extra is installed.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+from jaxppo.core.networks import CONV_STACKS
+from jaxppo.envs import make_env
+
+MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
+                 "Freeway-MinAtar": "freeway", "Seaquest-MinAtar": "seaquest",
+                 "SpaceInvaders-MinAtar": "space_invaders"}
+"""gymnax MinAtar id -> the reference package's game name."""
+
+ATARI_TIME_LIMIT_FRAMES = 108_000
+"""27,000 agent steps x frame skip 4: EnvPool's Atari v5 default `max_episode_steps`, and ALE's
+`max_num_frames_per_episode` for the NoFrameskip-v4 ids."""
+
+
+class MinAtarEnv(gymnasium.Env):
+    """The reference MinAtar game as gymnax's MinAtar presents it: minimal action set, no sticky
+    actions, float32 observations [10, 10, C], truncation after `max_steps` steps."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, game: str, max_steps: int | None):
+        from minatar import Environment  # the compare extra's; kept off SB3-less imports
+
+        self.game = Environment(game, sticky_action_prob=0.0)
+        self.action_set = list(self.game.minimal_action_set())
+        self.max_steps = max_steps
+        self.action_space = spaces.Discrete(len(self.action_set))
+        self.observation_space = spaces.Box(0.0, 1.0, tuple(self.game.state_shape()), np.float32)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.game.seed(seed)
+        self.game.reset()
+        self.t = 0
+        return self.game.state().astype(np.float32), {}
+
+    def step(self, action):
+        reward, terminal = self.game.act(self.action_set[int(action)])
+        self.t += 1
+        truncated = bool(self.max_steps is not None and self.t >= self.max_steps and not terminal)
+        return (self.game.state().astype(np.float32), float(reward), bool(terminal), truncated, {})
+
+
+def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None:
+    """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own `max_steps_in_episode`,
+    or the config's `max_episode_steps` where that is shorter (jaxppo truncates at the min)."""
+    own = int(make_env(env_id)[1].max_steps_in_episode)
+    return min(own, max_episode_steps) if max_episode_steps else own
+
+
+def make_atari(gym_id: str) -> gymnasium.Env:
+    """One raw ALE env (registered here too: SubprocVecEnv builds it in a fresh process)."""
+    import ale_py
+
+    gymnasium.register_envs(ale_py)
+    return gymnasium.make(gym_id, max_num_frames_per_episode=ATARI_TIME_LIMIT_FRAMES)
+
+
+def atari_gym_id(env_id: str) -> str:
+    """`envpool/Breakout-v5` -> `BreakoutNoFrameskip-v4` (same game, minimal action set, no
+    sticky actions, frame skip left to the wrappers)."""
+    return env_id.removeprefix("envpool/").removesuffix("-v5") + "NoFrameskip-v4"
+
+
+def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
+             max_episode_steps: int | None = None, gym_id: str | None = None):
+    """SB3's vectorised env for one compare `kind` (`classic`, `minatar`, `atari`, `gymnasium`);
+    every env sits in a `Monitor`, whose `info["episode"]` is the return compare logs."""
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
+
+    vec_cls = SubprocVecEnv if subproc else DummyVecEnv
+    if kind == "minatar":
+        limit = minatar_time_limit(env_id, max_episode_steps)
+        make = functools.partial(MinAtarEnv, MINATAR_GAMES[env_id], limit)
+        return make_vec_env(make, n_envs=num_envs, seed=seed, vec_env_cls=vec_cls)
+    if kind == "atari":
+        # The Monitor sits under AtariWrapper (make_vec_env wraps it first): it sees the raw
+        # env, so its episode is a whole game (all lives) and its return the unclipped score.
+        env = make_atari_env(functools.partial(make_atari, atari_gym_id(env_id)),
+                             n_envs=num_envs, seed=seed, vec_env_cls=vec_cls)
+        return VecFrameStack(env, n_stack=4)
+    return make_vec_env(gym_id or env_id, n_envs=num_envs, seed=seed, vec_env_cls=vec_cls)
+
+
+class ConvTorso(BaseFeaturesExtractor):
+    """jaxppo's conv torso (`networks.CONV_STACKS[torso]`: VALID padding, ReLU after each conv,
+    then the flatten) over channel-last observations [B, H, W, C]. The flatten runs over
+    (H, W, C) as flax's does, so a weight copied across would line up."""
+
+    def __init__(self, observation_space: spaces.Box, torso: str = "cnn"):
+        h, w, c = observation_space.shape
+        layers: list[torch.nn.Module] = []
+        for filters, kernel, stride in CONV_STACKS[torso]:
+            layers += [torch.nn.Conv2d(c, filters, kernel, stride), torch.nn.ReLU()]
+            h, w, c = (h - kernel) // stride + 1, (w - kernel) // stride + 1, filters
+        super().__init__(observation_space, features_dim=h * w * c)
+        self.convs = torch.nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.convs(obs.permute(0, 3, 1, 2))  # NHWC -> NCHW
+        return x.permute(0, 2, 3, 1).flatten(1)
+
+
+def policy_setup(kind: str, torso: str, shared: bool = False) -> tuple[str, dict[str, Any]]:
+    """The SB3 policy class name and the keyword arguments that give it jaxppo's torso. Actor
+    and critic each own their torso in jaxppo's `ActorCritic` unless `shared_torso`, hence
+    `share_features_extractor` = `shared`; SB3 initialises the torso with gain sqrt(2), as
+    jaxppo."""
+    if torso == "mlp":
+        return "MlpPolicy", {}
+    if kind == "atari":  # SB3's NatureCNN: jaxppo's nature_cnn stack and its 512 relu layer
+        return "CnnPolicy", {"share_features_extractor": shared}
+    return "MlpPolicy", {"features_extractor_class": ConvTorso,
+                         "features_extractor_kwargs": {"torso": torso},
+                         "share_features_extractor": shared}

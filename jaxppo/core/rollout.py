@@ -1,0 +1,207 @@
+"""Collect one rollout of `num_steps` x `num_envs` transitions with a `lax.scan`.
+
+`logp_old` and `values_old` are stored as the actions are taken, so the update never needs a
+forward pass over the whole batch: its memory is bounded by the minibatch.
+
+All randomness of the rollout (action noise, env step keys, autoreset states) is drawn before
+the scan in a few batched calls, not per step: see `envs.StepRandomness`.
+
+The value of the true next state V(s'_t) (the final observation where an episode ended, so that
+truncated episodes bootstrap) is computed one step late, in the same critic call as V(s_{t+1}):
+one batched forward of 2N rows instead of two calls. Only the last step's needs a call of its own.
+
+Axis legend: T = num_steps, N = num_envs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxppo.core.collectives import fold_device
+from jaxppo.core.networks import draw_action_noise, is_recurrent
+from jaxppo.core.normalize import NormalizerState, rms_normalize, rms_update
+from jaxppo.envs import EnvState, EnvStep, StepRandomness, VecEnv
+
+
+class Transition(NamedTuple):
+    obs: jax.Array  # [T, N, *obs_shape] as the policy saw it (normalized if enabled)
+    action: jax.Array  # [T, N] or [T, N, D]
+    logp: jax.Array  # [T, N] log-prob of the action at rollout time
+    value: jax.Array  # [T, N] V(s_t) at rollout time
+    reward: jax.Array  # [T, N] (scaled if normalize_reward)
+    terminated: jax.Array  # [T, N]
+    done: jax.Array  # [T, N]
+    mask: jax.Array | None = None  # [T, N, A] legal actions at obs (masked envs only)
+    start: jax.Array | None = None  # [T, N] bool: obs begins an episode (recurrent only)
+    hidden: Any = None  # [T, N, H] the carry after each step; only with `record_hidden`
+
+
+class EnvCarry(NamedTuple):
+    """Everything about the environments that persists across updates."""
+
+    env_state: EnvState
+    obs: jax.Array  # [N, *obs_shape] raw observation to act on next
+    discounted_return: jax.Array  # [N] running discounted return, for reward scaling
+    hidden: Any = None  # recurrent policies: the cell's carry after the last step [N, H]
+    start: jax.Array | None = None  # recurrent: [N] bool, `obs` begins an episode
+
+
+class EnvFaults(NamedTuple):
+    """Steps of one rollout whose env output cannot be trained on (counts, summed like the
+    episode sums): the update's divergence check names the env before anything downstream."""
+
+    obs: jax.Array  # steps with a NaN/Inf observation (acted on, or the true final one)
+    reward: jax.Array  # steps with a NaN/Inf reward
+    mask: jax.Array  # steps whose action mask allowed no action (masked envs only)
+
+
+class EpisodeStats(NamedTuple):
+    """Sums over the episodes that ended during one rollout (scalars, not per step), and the
+    env's faults over all its steps."""
+
+    return_sum: jax.Array
+    length_sum: jax.Array
+    count: jax.Array
+    metric_sums: dict[str, jax.Array]  # the env's episode metrics, summed the same way
+    faults: EnvFaults
+
+
+class RolloutSettings(NamedTuple):
+    """Static switches for the rollout (fixed at trace time)."""
+
+    num_steps: int
+    normalize_obs: bool
+    normalize_reward: bool
+    axis_name: str | None = None  # set when one agent's envs are split over devices
+    record_hidden: bool = False  # keep a recurrent policy's carry per step (tests, analysis)
+
+
+class _StepCarry(NamedTuple):
+    env: EnvCarry
+    prev_final_obs: jax.Array
+    norm: NormalizerState
+    stats: EpisodeStats
+
+
+def _observe(norm: NormalizerState, obs: jax.Array, enabled: bool) -> jax.Array:
+    return rms_normalize(norm.obs, obs) if enabled else obs
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """True when every float leaf of `tree` is free of NaN/Inf (integer and bool leaves, an
+    env's discrete observations included, always are). The leaves are checked as one vector:
+    one reduction, not one kernel pair per leaf (a params + Adam tree has dozens of leaves, and
+    each kernel costs dispatch time on the CPU and a launch on a GPU). The price is one float32
+    copy of the tree (per agent under a vmap), which `memory.estimate_memory` counts; a
+    reduction per leaf instead (`max |x|`) ran as many kernels as the pairs it replaced."""
+    leaves = [jnp.ravel(x).astype(jnp.float32) for x in jax.tree.leaves(tree)
+              if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+    return jnp.all(jnp.isfinite(jnp.concatenate(leaves))) if leaves else jnp.bool_(True)
+
+
+def _nonfinite(x: jax.Array) -> jax.Array:
+    """1.0 if `x` holds a NaN/Inf, else 0.0 (a count to sum over steps)."""
+    return 1.0 - all_finite(x).astype(jnp.float32)
+
+
+def _count_faults(faults: EnvFaults, env: VecEnv, obs: jax.Array, step: EnvStep,
+                  mask: jax.Array | None) -> EnvFaults:
+    """Add one step's faults: the raw observation acted on (the reset one included) and the
+    true final one, the raw reward, and a mask that allows nothing."""
+    empty = (jnp.float32(0.0) if mask is None
+             else jnp.any(env.allows_nothing(mask)).astype(jnp.float32))
+    return EnvFaults(faults.obs + jnp.maximum(_nonfinite(obs), _nonfinite(step.final_obs)),
+                     faults.reward + _nonfinite(step.reward), faults.mask + empty)
+
+
+def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, env: VecEnv,
+                  network, params, gamma, settings: RolloutSettings):
+    action_noise, env_rand = xs
+    n = env.num_envs
+    obs = _observe(carry.norm, carry.env.obs, settings.normalize_obs)
+    prev_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
+    mask = env.action_mask(carry.env.env_state)
+    hidden = start = None
+    if is_recurrent(network):
+        # Rows 0..N-1: this step, the carry reset where an episode starts. Rows N..2N-1: the
+        # true final observation of the previous step, read with the carry it had (no reset),
+        # whose value a truncated episode bootstraps from.
+        start = carry.env.start
+        x = network.apply(params, jnp.concatenate([obs, prev_final]), method="encode")
+        twice = jax.tree.map(lambda h: jnp.concatenate([h, h]), carry.env.hidden)
+        new, y = network.apply(params, twice, x, jnp.concatenate([start, jnp.zeros_like(start)]),
+                               method="cell_step")
+        hidden = jax.tree.map(lambda h: h[:n], new)
+        dist = network.apply(params, y[:n], mask, method="policy_head")
+        both = network.apply(params, y, method="value_head")
+    elif getattr(network, "shared_torso", False):  # the torso once over obs and final obs
+        dist, both = network.apply(params, obs, prev_final, mask, method="act_and_values")
+    else:
+        dist = network.apply(params, obs, mask, method="policy")
+        both = network.apply(params, jnp.concatenate([obs, prev_final]), method="value")
+    value, prev_next_value = both[:n], both[n:]
+    action = dist.sample_from_noise(action_noise)
+    logp = dist.log_prob(action)
+
+    env_state, step = env.step_with(env_rand, carry.env.env_state, action)
+
+    norm = carry.norm
+    if settings.normalize_obs:
+        norm = norm._replace(obs=rms_update(norm.obs, step.obs, settings.axis_name))
+    reward = step.reward
+    disc = carry.env.discounted_return
+    if settings.normalize_reward:
+        disc = disc * gamma + step.reward
+        norm = norm._replace(ret=rms_update(norm.ret, disc, settings.axis_name))
+        reward = jnp.clip(step.reward / jnp.sqrt(norm.ret.var + 1e-8), -10.0, 10.0)
+        disc = jnp.where(step.done, 0.0, disc)
+
+    # The logged episode: a whole game where the source says so (`game_over`), else `done`.
+    done = (step.done if step.game_over is None else step.game_over).astype(jnp.float32)
+    stats = EpisodeStats(
+        carry.stats.return_sum + jnp.sum(done * step.episode_return),
+        carry.stats.length_sum + jnp.sum(done * step.episode_length),
+        carry.stats.count + jnp.sum(done),
+        {k: carry.stats.metric_sums[k] + jnp.sum(done * step.metrics[k])
+         for k in carry.stats.metric_sums},
+        _count_faults(carry.stats.faults, env, carry.env.obs, step, mask),
+    )
+    trans = Transition(obs, action, logp, value, reward, step.terminated, step.done, mask, start,
+                       hidden if settings.record_hidden else None)
+    env_carry = EnvCarry(env_state, step.obs, disc, hidden,
+                         None if start is None else step.done)
+    new_carry = _StepCarry(env_carry, step.final_obs, norm, stats)
+    return new_carry, (trans, prev_next_value)
+
+
+def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, *,
+            env: VecEnv, network, gamma, settings: RolloutSettings):
+    """Run T steps. Returns `(env_carry, norm, transitions [T, N], next_values [T, N], stats)`."""
+    T, n = settings.num_steps, env.num_envs
+    noise_key, env_key = jax.random.split(fold_device(key, settings.axis_name))
+    action_noise = draw_action_noise(noise_key, env.discrete, (T, n, env.action_dim))
+    env_rand = env.draw_randomness(env_key, T)
+    zero = jnp.float32(0.0)
+    init = _StepCarry(env_carry, env_carry.obs, norm, EpisodeStats(
+        zero, zero, zero, {k: zero for k in env.metric_names}, EnvFaults(zero, zero, zero)))
+    step_fn = functools.partial(_rollout_step, env=env, network=network, params=params,
+                                gamma=gamma, settings=settings)
+    carry, (traj, shifted) = jax.lax.scan(step_fn, init, (action_noise, env_rand))
+    # shifted[t] = V(s'_{t-1}); the last step's true next state needs one more critic call.
+    last_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
+    if is_recurrent(network):
+        x = network.apply(params, last_final, method="encode")
+        _, y = network.apply(params, carry.env.hidden, x, jnp.zeros((n,), bool),
+                             method="cell_step")
+        last_next_value = network.apply(params, y, method="value_head")
+    else:
+        last_next_value = network.apply(params, last_final, method="value")
+    next_values = jnp.concatenate([shifted[1:], last_next_value[None]], axis=0)
+    chex.assert_equal_shape([traj.value, next_values, traj.reward, traj.done])
+    chex.assert_shape(traj.value, (settings.num_steps, env.num_envs))
+    return carry.env, carry.norm, traj, next_values, carry.stats

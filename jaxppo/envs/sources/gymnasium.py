@@ -1,0 +1,159 @@
+"""`gymnasium/<id>`: any registered Gymnasium environment, vectorised with Gymnasium's own vector
+API on the host, as a `HostSource` (`host_source.py`) that the bridge (`host.py`) steps from
+inside the compiled training program.
+
+    env_id: gymnasium/CartPole-v1
+    env_kwargs: {vectorization: sync}    # or async (one subprocess per env); the other keys
+                                         # go to gymnasium.make (e.g. max_episode_steps)
+
+The vector env runs with `autoreset_mode=SAME_STEP`: an env whose episode ended returns its
+reset observation at once and the true last one in `info["final_obs"]`, which is the contract
+exactly (no auto-reset transition with an ignored action reaches anyone). Termination and
+truncation stay apart, as Gymnasium reports them; `score = reward`, `game_over = done`.
+Discrete (any `start`), MultiDiscrete and Box actions; Box observations (uint8 images stay
+uint8). Gymnasium is imported only when a `gymnasium/` id is asked for.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import numpy as np
+
+from jaxppo.envs.sources.protocol import HostStep
+from jaxppo.errors import ConfigError
+
+PREFIX = "gymnasium/"
+SUITE = "Gymnasium"
+INSTALL_HINT = "pip install 'jaxppo[gymnasium]'"
+VECTORIZATION = ("sync", "async")
+RENDER_KWARGS = {"render_mode": "rgb_array"}
+"""What the bridge adds to `kwargs` for a source that draws frames (`jaxppo eval --gif`)."""
+
+
+def _gym():
+    """The gymnasium package, or one line naming the extra to install."""
+    try:
+        import gymnasium
+    except ImportError:
+        raise ConfigError(f"config key 'env_id': gymnasium/ ids need Gymnasium; "
+                          f"{INSTALL_HINT}") from None
+    return gymnasium
+
+
+def env_ids() -> list[str]:
+    """Every id registered with Gymnasium now (register yours before the config is built)."""
+    return sorted(_gym().registry)
+
+
+def check_id(name: str) -> None:
+    """One line for an id Gymnasium does not know, with close matches."""
+    ids = env_ids()
+    if name in ids:
+        return
+    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.5)
+    hint = (f"did you mean {', '.join(repr(PREFIX + c) for c in close)}?" if close else
+            "register it with gymnasium.register before the config is built")
+    raise ConfigError(f"config key 'env_id': unknown {SUITE} environment {PREFIX + name!r}; "
+                      f"{hint}")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class GymnasiumSource:
+    """M Gymnasium envs in one `SyncVectorEnv` / `AsyncVectorEnv`, as a `HostSource`."""
+
+    def __init__(self, name: str, num_envs: int, kwargs: dict[str, Any], evaluation: bool):
+        gym = _gym()
+        from gymnasium.vector import AutoresetMode
+
+        kwargs = dict(kwargs)
+        mode = kwargs.pop("vectorization", "sync")
+        self.env_id = PREFIX + name
+        if mode not in VECTORIZATION:
+            raise ConfigError(f"config key 'env_kwargs': vectorization {mode!r} for "
+                              f"{self.env_id!r}; use one of {list(VECTORIZATION)}")
+        self.num_envs = num_envs
+        del evaluation  # Gymnasium envs are measured as they are trained
+        try:
+            self.vec = gym.make_vec(name, num_envs, vectorization_mode=mode,
+                                    vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+                                    **kwargs)
+        except gym.error.DependencyNotInstalled as e:
+            raise ConfigError(f"environment {self.env_id!r} needs a package that is not "
+                              f"installed ({_first_line(e)})") from None
+        except TypeError as e:
+            raise ConfigError(f"config key 'env_kwargs': {self.env_id!r} does not take "
+                              f"{sorted(kwargs)} ({_first_line(e)})") from None
+        except Exception as e:  # noqa: BLE001 - the env's own constructor failed: one line
+            raise ConfigError(f"environment {self.env_id!r}: building {num_envs} of it failed "
+                              f"({_first_line(e)}); call gymnasium.make({name!r}) to see the "
+                              "full traceback") from None
+        self.observation_space = self.vec.single_observation_space
+        self.action_space = self.vec.single_action_space
+        self._check_spaces()
+        self._start = int(getattr(self.action_space, "start", 0) or 0) if hasattr(
+            self.action_space, "n") else 0
+        spec = getattr(self.vec, "spec", None) or gym.spec(name)
+        limit = kwargs.get("max_episode_steps", getattr(spec, "max_episode_steps", None))
+        self.max_episode_steps = int(limit) if limit else None
+
+    def _check_spaces(self) -> None:
+        obs = self.observation_space
+        if type(obs).__name__ != "Box":
+            self.close()
+            raise ConfigError(f"environment {self.env_id!r}: its observations are a "
+                              f"{type(obs).__name__}; jaxppo trains on Box observations (wrap "
+                              "it, e.g. gymnasium.wrappers.FlattenObservation, and register "
+                              "that)")
+        nvec = getattr(self.action_space, "nvec", None)
+        start = getattr(self.action_space, "start", None)
+        if nvec is not None and start is not None and np.any(np.asarray(start) != 0):
+            self.close()
+            raise ConfigError(f"environment {self.env_id!r}: a MultiDiscrete action space "
+                              "with a nonzero start; give it start=0")
+
+    def reset(self, seed) -> np.ndarray:
+        seeds = np.broadcast_to(np.asarray(seed, np.int64), (self.num_envs,)) if np.ndim(
+            seed) else int(seed) + np.arange(self.num_envs)
+        obs, _ = self.vec.reset(seed=[int(s) for s in seeds])
+        return np.asarray(obs)
+
+    def step(self, action: np.ndarray) -> HostStep:
+        if self._start:
+            action = action + self._start
+        obs, reward, terminated, truncated, info = self.vec.step(action)
+        obs = np.asarray(obs)
+        final_obs = obs.copy()
+        ended = info.get("_final_obs")
+        if ended is not None and np.any(ended):
+            for i in np.flatnonzero(ended):
+                final_obs[i] = info["final_obs"][i]
+        reward = np.asarray(reward, np.float32)
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        return HostStep(obs, final_obs, reward, terminated, truncated, reward,
+                        terminated | truncated)
+
+    def render(self, index: int) -> np.ndarray:
+        if getattr(self.vec, "render_mode", None) != "rgb_array":
+            raise NotImplementedError(f"{self.env_id} was not made with render_mode='rgb_array'")
+        frames = self.vec.render()
+        if frames is None:
+            raise NotImplementedError(f"{self.env_id} draws no frames")
+        return np.asarray(frames[index], np.uint8)
+
+    def close(self) -> None:
+        vec = getattr(self, "vec", None)
+        if vec is not None:
+            self.vec = None
+            vec.close()
+
+
+def make_source(name: str, num_envs: int, kwargs: dict[str, Any],
+                evaluation: bool = False) -> GymnasiumSource:
+    """`num_envs` copies of Gymnasium's `name`, vectorised (`kwargs`: see the module doc)."""
+    return GymnasiumSource(name, num_envs, kwargs, evaluation)

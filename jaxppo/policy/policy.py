@@ -1,0 +1,287 @@
+"""Use a trained run from Python: `load_policy` to act, `evaluate` for returns of every run.
+
+    policy = jaxppo.load_policy("runs/cartpole", seed=2)  # run 2 of a multi-seed run
+    action = policy.act(obs)                               # obs [*obs_shape] or [B, *obs_shape]
+    result = jaxppo.evaluate("runs/cartpole", episodes=20, out="eval.json")
+    result.returns                                         # [R, E]: every run, every episode
+
+`seed` in `load_policy` picks a run out of the checkpoint's runs axis (a sweep's runs are
+setting-major: run i is setting i // seeds, seed i % seeds); in `evaluate` it seeds the
+evaluation episodes, the same for every run (see `jaxppo.evaluate`'s module docstring).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxppo.config.schema import PPOConfig
+from jaxppo.core.networks import is_recurrent, make_network
+from jaxppo.core.train import TrainState
+from jaxppo.envs import VecEnv
+from jaxppo.errors import UsageError
+from jaxppo.policy.episodes import (
+    cached,
+    evaluate_runs,
+    max_episode_steps,
+    policy_action,
+    recurrent_policy_action,
+)
+from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.files import check_writable
+from jaxppo.run.memory import check_eval_memory
+from jaxppo.search.halving import checkpoint_run_updates
+
+
+@cached
+def _actor(config: PPOConfig, env_obj=None, env_params=None):
+    """`(VecEnv, jitted policy_action)` for `config`, built once per config."""
+    env = VecEnv.from_config(config, 1, env_obj, env_params, evaluation=True)
+    network = make_network(config, env)
+    if is_recurrent(network):
+        def act(ts, obs, key, *, deterministic, mask, hidden):
+            start = jnp.zeros((obs.shape[0],), bool)
+            return recurrent_policy_action(network, ts, obs, hidden, start, key, mask=mask,
+                                           deterministic=deterministic,
+                                           normalize=config.normalize_obs)
+    else:
+        act = functools.partial(policy_action, network, normalize=config.normalize_obs)
+    return env, network, jax.jit(act, static_argnames="deterministic")
+
+
+class Policy(NamedTuple):
+    """One run's trained policy, ready to act; `load_policy` builds it."""
+
+    config: PPOConfig
+    train_state: TrainState  # this run's, without the runs axis
+    update: int  # updates the checkpoint had done
+    seed: int  # the run's index in the checkpoint's runs axis
+    env: Any = None  # the environment instance the run trained on, if not `config.env_id`'s
+    env_params: Any = None
+    trained_updates: int | None = None  # this run's own: a halving agent stopped at a rung
+
+    @property
+    def recurrent(self) -> bool:
+        return self.config.network != "feedforward"
+
+    def initial_state(self, batch: int | None = None):
+        """A recurrent policy's state at an episode's start, for one observation (`batch`
+        None) or a batch of B; pass it to `act` and go on with the state `act` returns."""
+        if not self.recurrent:
+            raise UsageError(f"this policy ({self.config.network}) has no state; call act(obs)")
+        if batch is not None and not (_is_int(batch) and batch >= 0):
+            raise UsageError(f"batch {batch!r}: initial_state(B) takes the number of "
+                             "observations act gets (an int >= 0), or initial_state() for one")
+        _, network, _ = _actor(self.config, self.env, self.env_params)
+        carry = network.initial_carry(1 if batch is None else batch)
+        return jax.tree.map(lambda c: c[0], carry) if batch is None else carry
+
+    def act(self, obs, key: jax.Array | None = None, deterministic: bool = True,
+            mask=None, state=None, clip: bool = True):
+        """The action for one observation [*obs_shape] (-> [*action_shape]) or a batch
+        [B, *obs_shape] (-> [B, *action_shape]), through the saved observation normalizer when
+        the run trained with one. Deterministic: the distribution's mode; else a sample, which
+        needs `key`. Continuous actions are clipped to the action space's bounds, as the env
+        was stepped in training and evaluation (and as SB3's `predict` does); `clip=False`
+        gives the raw Gaussian sample or mean, which may lie outside them. `mask` ([A] or
+        [B, A] bool) restricts a masked env's policy to its legal actions, as in training.
+
+        A recurrent policy (`network: gru | lstm`) also takes its `state` (`initial_state()` at
+        an episode's start) and returns `(action, state)`: feed the state back each step."""
+        if not deterministic and key is None:
+            raise UsageError("Policy.act(obs, deterministic=False) samples and needs a PRNG key: "
+                             "act(obs, key, deterministic=False)")
+        if not deterministic and key is not None and not _is_key(key):
+            raise UsageError(f"key {key!r}: Policy.act samples with a JAX PRNG key; pass a "
+                             "jax.random.key(...) (split it for each step)")
+        env, _, act = _actor(self.config, self.env, self.env_params)
+        if self.recurrent and state is None:
+            raise UsageError("a recurrent policy acts from its state: "
+                             "state = policy.initial_state(); action, state = "
+                             "policy.act(obs, state=state)")
+        if not self.recurrent and state is not None:
+            raise UsageError(f"this policy ({self.config.network}) has no state; call act(obs) "
+                             "without state=")
+        if mask is not None and not env.discrete:
+            raise UsageError(f"{self.config.env_id} has continuous actions, which an action "
+                             "mask cannot restrict; call act(obs) without mask=")
+        obs_shape = env.obs_shape
+        # uint8 frames stay uint8: the network scales them to [0, 1] as in training
+        obs = jnp.asarray(obs, jnp.uint8 if env.obs_dtype == jnp.uint8 else jnp.float32)
+        single = obs.shape == obs_shape
+        if not single and obs.shape[1:] != obs_shape:
+            raise UsageError(f"observation of shape {obs.shape}: {self.config.env_id} takes "
+                             f"{obs_shape} or a batch (B, *{obs_shape})")
+        if mask is not None:
+            mask = jnp.asarray(mask, bool)
+            mask = mask[None] if single else mask
+            if mask.shape != (obs.shape[0] if not single else 1, env.action_dim):
+                raise UsageError(f"action mask of shape {mask.shape}: {self.config.env_id} "
+                                 f"takes ({env.action_dim},) per observation")
+        batch_obs = obs[None] if single else obs
+        if batch_obs.shape[0] == 0:  # nothing to act on: no actions (the network divides by B)
+            return self._no_actions(act, batch_obs, key, deterministic, mask, state)
+        if self.recurrent:
+            self._check_state(state, None if single else obs.shape[0])
+            hidden = jax.tree.map(lambda c: c[None], state) if single else state
+            action, hidden = act(self.train_state, batch_obs, key, deterministic=deterministic,
+                                 mask=mask, hidden=hidden)
+            action = env.clip_action(action) if clip else action
+            if single:
+                return action[0], jax.tree.map(lambda c: c[0], hidden)
+            return action, hidden
+        action = act(self.train_state, batch_obs, key, deterministic=deterministic, mask=mask)
+        action = env.clip_action(action) if clip else action
+        return action[0] if single else action
+
+    def _no_actions(self, act, obs, key, deterministic: bool, mask, state):
+        """An empty batch's actions: [0, *action_shape] of the actions' dtype (and the empty
+        state it was given, checked), without running the network."""
+        one = obs.shape[1:]
+        args = dict(deterministic=deterministic,
+                    mask=None if mask is None else jax.ShapeDtypeStruct((1, *mask.shape[1:]),
+                                                                        bool))
+        if self.recurrent:
+            self._check_state(state, 0)
+            args["hidden"] = self.initial_state(1)
+        out = jax.eval_shape(functools.partial(act, **args), self.train_state,
+                             jax.ShapeDtypeStruct((1, *one), obs.dtype), key)
+        action = out[0] if self.recurrent else out
+        empty = jnp.zeros((0, *action.shape[1:]), action.dtype)
+        return (empty, state) if self.recurrent else empty
+
+    def _check_state(self, state, batch: int | None) -> None:
+        """A recurrent state that does not fit the observation(s) is one line naming the
+        shape it must have, not an error from inside the network."""
+        expected = jax.tree.map(jnp.shape, self.initial_state(batch))
+        try:
+            given = jax.tree.map(jnp.shape, state)
+        except (TypeError, ValueError):
+            given = None
+        if given != expected:
+            what = "one observation" if batch is None else f"a batch of {batch}"
+            call = "initial_state()" if batch is None else f"initial_state({batch})"
+            shown = given if given is not None else type(state).__name__
+            raise UsageError(f"state of shape {shown}: this {self.config.network} policy's state "
+                             f"for {what} has shape {expected} (policy.{call}); pass the state "
+                             "act returned for the same observations")
+
+
+def _is_key(key) -> bool:
+    """A new-style `jax.random.key(...)`, or a legacy `PRNGKey` (uint32 [2]), unbatched."""
+    if not isinstance(key, jax.Array):
+        return False
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key.shape == ()
+    return key.dtype == jnp.uint32 and key.shape == (2,)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _check_seed(seed: int, num_runs: int, run_dir) -> None:
+    if not 0 <= seed < num_runs:
+        valid = "0" if num_runs == 1 else f"0..{num_runs - 1}"
+        raise UsageError(f"seed {seed} is out of range: '{os.fspath(run_dir)}' holds {num_runs} "
+                         f"run(s); pass a seed in {valid}")
+
+
+def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
+                env_params: Any = None) -> Policy:
+    """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
+    file). A missing or corrupt checkpoint raises `CheckpointError`. A run trained on an
+    environment instance needs it again as `env` (and `env_params`)."""
+    if not _is_int(seed):
+        raise UsageError(f"seed {seed!r}: load_policy's seed is a run's index in the checkpoint "
+                         "(an int: 0 for the first run, a sweep row's `runs` entries)")
+    seed = int(seed)
+    ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
+    _check_seed(seed, ckpt.num_runs, run_dir)
+    ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
+    return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params,
+                  updates_per_run(ckpt)[seed])
+
+
+def updates_per_run(ckpt) -> list[int]:
+    """[R] the updates each run of a checkpoint trained: the checkpoint's, except in a halving
+    sweep, whose agents stopped at a rung keep the parameters they had there."""
+    ends = checkpoint_run_updates(ckpt.extra, ckpt.num_runs, ckpt.update)
+    return [int(ckpt.update)] * ckpt.num_runs if ends is None else [int(u) for u in ends]
+
+
+class EvalResult(NamedTuple):
+    """What `evaluate` returns: every run's episodes, for per-run and aggregate statistics.
+
+    An episode still running at the evaluation's step cap (`max_steps`: the env's time limit,
+    1000 where it states none) is cut off: `cut_off` marks it, its return is only the sum so
+    far, and `mean_per_run` leaves it out."""
+
+    returns: np.ndarray  # [R, E] float (of a cut-off episode: the sum up to the cap)
+    lengths: np.ndarray  # [R, E] int
+    env_id: str
+    update: int  # updates the checkpoint had done
+    seed: int  # the evaluation seed
+    deterministic: bool
+    cut_off: np.ndarray | None = None  # [R, E] bool: still running at `max_steps`
+    max_steps: int | None = None  # the step cap the episodes were played to
+    updates_per_run: list[int] | None = None  # [R] each run's own (a halving agent stopped early)
+
+    @property
+    def completed(self) -> np.ndarray:
+        """[R, E] bool: the episodes that ended (terminated or hit the env's own limit)."""
+        return (np.ones(self.returns.shape, bool) if self.cut_off is None
+                else ~np.asarray(self.cut_off, bool))
+
+    def mean_per_run(self) -> list[float | None]:
+        """Each run's mean return over its completed episodes; None if none completed."""
+        done = self.completed
+        return [float(r[d].mean()) if d.any() else None
+                for r, d in zip(self.returns, done, strict=True)]
+
+    def to_dict(self) -> dict:
+        """The JSON record `evaluate(..., out=path)` writes (what aggregate plots read)."""
+        cut = ~self.completed
+        return {
+            "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
+            "updates_per_run": self.updates_per_run,
+            "deterministic": self.deterministic, "episodes": int(self.returns.shape[1]),
+            "returns": self.returns.tolist(), "lengths": self.lengths.tolist(),
+            "mean_per_run": self.mean_per_run(),  # over completed episodes; null if none
+            "max_steps": self.max_steps,
+            "cut_off": cut.tolist(),  # true: still running at max_steps (return: sum so far)
+            "cut_off_per_run": cut.sum(axis=1).tolist(),
+        }
+
+
+def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
+             deterministic: bool = True, out: str | os.PathLike | None = None,
+             env: Any = None, env_params: Any = None) -> EvalResult:
+    """Play `episodes` episodes with every run of the checkpoint in `run_dir`, in one vmapped,
+    jitted program; the episodes are fixed by `seed` and the same for every run. With `out`,
+    also write `EvalResult.to_dict()` there as JSON. Episodes still running at the step cap are
+    marked `cut_off` and left out of `mean_per_run()`."""
+    if episodes < 1:
+        raise UsageError(f"episodes must be at least 1, got {episodes}")
+    if not _is_int(seed) or not 0 <= int(seed) < 2**32:
+        raise UsageError(f"evaluation seed {seed!r}: use an integer in 0..{2**32 - 1}")
+    ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
+    venv = VecEnv.from_config(ckpt.config, 1, env, env_params, evaluation=True)
+    check_eval_memory(ckpt.config, ckpt.num_runs, episodes, env=venv)
+    if out is not None:
+        check_writable(out, "evaluation JSON")
+    returns, lengths, finished = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
+                                               jax.random.key(seed), episodes, deterministic,
+                                               env=env, env_params=env_params)
+    result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
+                        ~finished, max_episode_steps(venv), updates_per_run(ckpt))
+    if out is not None:
+        with open(out, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+    return result

@@ -1,0 +1,251 @@
+"""Checkpoints: the whole runner state (params, optimizer, normalizer, env state, RNG keys) plus
+the config, in one msgpack file (flax.serialization; never pickle), written atomically.
+
+Layout: `RUN_DIR/checkpoint/checkpoint.msgpack`. The file holds a small header (format tag,
+version, config, update count, number of runs, SHA-256 of the payload) and the payload (the
+runner state as a msgpack'd state dict). Loading checks all of it against what the config
+builds, so a corrupt, truncated or mismatched file gives one clear `CheckpointError` line.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import msgpack
+import numpy as np
+from flax import serialization
+
+from jaxppo.config.schema import PPOConfig, config_from_dict
+from jaxppo.core.train import make_train
+from jaxppo.envs.identity import class_name, env_mismatch
+from jaxppo.errors import CheckpointError, ConfigError, UsageError
+from jaxppo.keys import is_key, to_host
+from jaxppo.run.files import remove_stale_temps, write_atomic
+
+FORMAT = "jaxppo-checkpoint"
+VERSION = 2  # 2: the checksum covers the header too
+FILENAME = "checkpoint.msgpack"
+_MAGIC = b"\x82"  # a checkpoint file is a msgpack map of two entries: header and payload
+
+
+def _is_run_dir(path: str) -> bool:
+    """A directory jaxppo started a run in (it writes config.yaml first)."""
+    return os.path.isfile(os.path.join(path, "config.yaml"))
+
+
+def checkpoint_path(path: str | os.PathLike) -> str:
+    """Accept a run dir, its `checkpoint/` dir, or the file itself."""
+    if not isinstance(path, (str, os.PathLike)):
+        why = (" (a run with logdir=None writes no files, so it has no checkpoint to load: give "
+               "it a logdir, or use its RunResult.train_state)" if path is None else "")
+        raise UsageError(f"expected a run directory, got {path!r}{why}")
+    path = os.fspath(path)
+    if os.path.isdir(os.path.join(path, "checkpoint")) or _is_run_dir(path):
+        return os.path.join(path, "checkpoint", FILENAME)
+    if os.path.isdir(path):
+        path = os.path.join(path, FILENAME)
+    return path
+
+
+def _digest(header: dict, payload: bytes) -> str:
+    """SHA-256 over everything a checkpoint restores: the header (config, update, runs, the
+    running account) without its own digest, then the payload."""
+    fields = {k: v for k, v in header.items() if k != "sha256"}
+    return hashlib.sha256(msgpack.packb(fields, use_bin_type=True) + payload).hexdigest()
+
+
+def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_runs: int,
+                    extra: dict | None = None, allow_nonfinite: bool = False) -> str:
+    """Write atomically: a temp file in the same dir, fsync, then rename over the old one.
+
+    A kill during the save leaves the previous checkpoint intact (and the next save removes
+    the temp file it left), and a diverged (non-finite) state is refused, so a bad state never
+    replaces a good checkpoint (`allow_nonfinite`: a sweep, whose diverged agents are flagged
+    and whose others go on).
+    """
+    host = to_host(runner)
+    train_state = getattr(host, "train_state", host)
+    if not allow_nonfinite and not all(np.isfinite(x).all() for x in jax.tree.leaves(train_state)
+                                       if np.issubdtype(x.dtype, np.floating)):
+        raise CheckpointError("refusing to save a checkpoint with NaN/Inf parameters (the run "
+                              "diverged); the previous checkpoint is kept")
+    if not os.path.isdir(run_dir):  # deleted under a running run: never recreate it silently
+        raise FileNotFoundError(errno.ENOENT, "the run directory was deleted", run_dir)
+    ckpt_dir = os.path.join(run_dir, "checkpoint")
+    os.makedirs(ckpt_dir, exist_ok=True)
+    remove_stale_temps(ckpt_dir)
+    payload = serialization.msgpack_serialize(serialization.to_state_dict(host))
+    header = {
+        "format": FORMAT, "version": VERSION, "config": config.to_dict(), "update": int(update),
+        "num_runs": int(num_runs), "extra": extra or {},
+    }
+    header["sha256"] = _digest(header, payload)
+    final = os.path.join(ckpt_dir, FILENAME)
+    write_atomic(final, msgpack.packb({"header": header, "payload": payload}, use_bin_type=True))
+    return final
+
+
+def _check_header(header) -> None:
+    """The header's structure; anything else is the one 'corrupt' line, not a KeyError."""
+    ok = (isinstance(header, dict) and header.get("format") == FORMAT
+          and isinstance(header.get("config"), dict) and isinstance(header.get("sha256"), str)
+          and isinstance(header.get("extra", {}), dict)
+          and all(isinstance(header.get(k), int) and not isinstance(header.get(k), bool)
+                  for k in ("version", "update", "num_runs"))
+          and header["update"] >= 0 and header["num_runs"] >= 1)
+    if not ok:
+        raise ValueError("header")
+
+
+def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
+    """Return `(header, state_dict)` after checking format, version and checksum (which
+    covers the header too: a flipped bit in `gamma` or an edited `update` is refused)."""
+    file = checkpoint_path(path)
+    run_dir = os.path.dirname(os.path.dirname(file)) or "."
+    if not os.path.isfile(file) and _is_run_dir(run_dir):
+        raise CheckpointError(f"run '{run_dir}' has no checkpoint: no checkpoint was written "
+                              "before the run stopped, so there is nothing to resume or "
+                              f"evaluate; start it again (its config: {run_dir}/config.yaml)")
+    if not os.path.isfile(file):
+        raise CheckpointError(f"no checkpoint at '{path}' (looked for {file}); "
+                              "pass a run directory written by `jaxppo train`")
+    with open(file, "rb") as f:
+        data = f.read()
+    if os.path.basename(file) != FILENAME and data[:1] != _MAGIC:
+        inside = os.path.dirname(os.path.abspath(file))
+        where = next((d for d in (inside, os.path.dirname(inside)) if _is_run_dir(d)), None)
+        raise CheckpointError(f"'{file}' is not a checkpoint; pass the run directory"
+                              + (f" ('{where}')" if where else " (jaxppo keeps its checkpoint "
+                                 f"in RUN_DIR/checkpoint/{FILENAME})"))
+    try:
+        outer = msgpack.unpackb(data, raw=False)
+        header, payload = outer["header"], outer["payload"]
+        _check_header(header)
+        if not isinstance(payload, bytes):
+            raise TypeError("payload")
+    except (msgpack.exceptions.ExtraData, msgpack.exceptions.UnpackException, ValueError,
+            KeyError, TypeError, RecursionError) as e:
+        raise CheckpointError(f"checkpoint '{file}' is corrupt or truncated ({type(e).__name__}); "
+                              "restore it from a backup or start a new run") from None
+    if header["version"] not in (1, VERSION):
+        raise CheckpointError(f"checkpoint '{file}' has format version {header['version']}, "
+                              f"this jaxppo reads versions 1 and {VERSION}; use the matching jaxppo")
+    # Version 1 (jaxppo 0.1) checksummed the payload alone.
+    digest = hashlib.sha256(payload).hexdigest() if header["version"] == 1 else _digest(header,
+                                                                                        payload)
+    if digest != header["sha256"]:
+        raise CheckpointError(f"checkpoint '{file}' fails its checksum (corrupt or edited); "
+                              "restore it from a backup or start a new run")
+    try:
+        state = serialization.msgpack_restore(payload)
+    except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt file
+        raise CheckpointError(f"checkpoint '{file}' payload does not decode ({type(e).__name__}); "
+                              "restore it from a backup or start a new run") from None
+    return header, state
+
+
+def _with_new_empty_fields(template: Any, saved: Any) -> Any:
+    """`saved` with the fields that later versions added and that hold nothing in this run
+    (a feedforward run's `hidden`, an unmasked env's `mask`: None) filled in, so checkpoints
+    written before those fields existed still load."""
+    if not isinstance(template, dict) or not isinstance(saved, dict):
+        return saved
+    out = dict(saved)
+    for k, t in template.items():
+        if k in out:
+            out[k] = _with_new_empty_fields(t, out[k])
+        elif t is None or t == {}:
+            out[k] = t
+    return out
+
+
+def restore_into(template, state_dict: dict, source: str, env_label: str | None = None):
+    """Fill `template` (a runner state, leaves may be ShapeDtypeStructs) from `state_dict`,
+    checking that every leaf's shape matches; keys come back as typed PRNG keys. `env_label`
+    names the environment instance the template was built on (given as env=): a mismatch is
+    then blamed on it, not on the config."""
+    what, fix = ((f"the environment passed as env= ({env_label})",
+                  "pass the environment instance the run trained on") if env_label else
+                 ("this config", "resume with the run's own config"))
+    host_template = jax.tree.map(
+        lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
+    state_dict = _with_new_empty_fields(serialization.to_state_dict(host_template), state_dict)
+    try:
+        restored = serialization.from_state_dict(host_template, state_dict)
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"checkpoint '{source}' does not match {what} "
+                              f"({str(e).splitlines()[0][:120]}); {fix}") from None
+    problems = []
+
+    def check(t, x):
+        if tuple(np.shape(x)) != tuple(t.shape):
+            problems.append(f"{tuple(np.shape(x))} vs {tuple(t.shape)}")
+        return x
+
+    jax.tree.map(check, host_template, restored)
+    if problems:
+        cause = "" if env_label else " (e.g. other network sizes or num_envs)"
+        raise CheckpointError(f"checkpoint '{source}' does not match {what}: array shapes "
+                              f"{problems[0]}{cause}; {fix}")
+    # Keys are stored as raw data of the default implementation (what the CLI seeds with).
+    return jax.tree.map(
+        lambda t, x: jax.random.wrap_key_data(jnp.asarray(x, jnp.uint32))
+        if is_key(t) else jnp.asarray(x, t.dtype), template, restored)
+
+
+def _with_pool(runner, pool):
+    env = runner.env
+    return runner._replace(env=env._replace(env_state=env.env_state._replace(pool=pool)))
+
+
+@dataclass
+class Checkpoint:
+    """What `load_checkpoint` returns."""
+
+    config: PPOConfig
+    train_state: Any  # leading axis = run (seed) when num_runs > 1
+    update: int
+    num_runs: int
+    runner_state: Any  # the whole carry, leading axis = run
+    extra: dict
+
+
+def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
+                    env_params: Any = None) -> Checkpoint:
+    """Load a checkpoint from a run dir, its `checkpoint/` dir, or the file. A run trained on an
+    environment instance (`make_train(config, env=...)`) needs that `env` again here."""
+    header, state = read_checkpoint(path)
+    try:
+        config = config_from_dict(header["config"], source="checkpoint config")
+    except ConfigError as e:
+        raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {e}") from None
+    saved_env = header.get("extra", {}).get("env")
+    if env is not None and isinstance(saved_env, dict):
+        mismatch = env_mismatch(saved_env, env, env_params)
+        if mismatch:
+            raise CheckpointError(f"checkpoint '{path}' ({config.env_id}): {mismatch}; pass the "
+                                  "environment instance the run trained on")
+    num_runs = int(header["num_runs"])
+    train = make_train(config, env=env, env_params=env_params)
+    template = jax.eval_shape(jax.vmap(train.init), jax.random.split(jax.random.key(0), num_runs))
+    label = None if env is None else f"{config.env_id}, a {class_name(env)}"
+    saved_envs = state.get("env", {}).get("env_state") if isinstance(state, dict) else None
+    no_pool = (train.env.reset_mode == "optimistic" and isinstance(saved_envs, dict)
+               and "pool" not in saved_envs)
+    if no_pool:  # written before `reset: optimistic` (its costly resets ran under a cond)
+        template = _with_pool(template, None)
+    runner = restore_into(template, state, checkpoint_path(path), label)
+    if no_pool:  # it goes on with a full pool of fresh draws, from a key the run never draws
+        # (an update splits its key in 3: the 4th of a split in 4 is none of them)
+        runner = _with_pool(runner, jax.vmap(
+            lambda k: train.env.reset(jax.random.split(k, 4)[3])[1].pool)(runner.key))
+    ts = runner.train_state
+    if num_runs == 1:
+        ts = jax.tree.map(lambda x: x[0], ts)
+    return Checkpoint(config, ts, int(header["update"]), num_runs, runner, header.get("extra", {}))
