@@ -17,19 +17,14 @@ from jaxppo.envs import VecEnv, register_env  # noqa: E402
 from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
 from jaxppo.policy.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
 from jaxppo.reports.report import Report, report  # noqa: E402
-from jaxppo.run.callbacks import (  # noqa: E402
-    Callback,
-    Checkpointer,
-    ChunkEvent,
-    Progress,
-    RunInfo,
-    RunResult,
-    StopAtReturn,
-)
+from jaxppo.run.callbacks import Checkpointer, Progress, StopAtReturn  # noqa: E402
 from jaxppo.run.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 from jaxppo.run.distributed import init_distributed, make_mesh  # noqa: E402
+from jaxppo.run.events import Callback, ChunkEvent, RunInfo, RunResult  # noqa: E402
 from jaxppo.run.experiment import Experiment  # noqa: E402
-from jaxppo.run.logs.writers import CsvLogger, TensorBoardLogger, WandbLogger  # noqa: E402
+from jaxppo.run.logs.csv_logger import CsvLogger  # noqa: E402
+from jaxppo.run.logs.tensorboard import TensorBoardLogger  # noqa: E402
+from jaxppo.run.logs.wandb import WandbLogger  # noqa: E402
 from jaxppo.run.memory import MemoryEstimate, estimate_memory  # noqa: E402
 from jaxppo.run.placement import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
 from jaxppo.search import SweepResult  # noqa: E402

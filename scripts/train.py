@@ -2,7 +2,7 @@
 
 import sys
 
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["train", *sys.argv[1:]]))

@@ -5,7 +5,7 @@ import jax
 import pytest
 
 from jaxppo import PPOConfig
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 from jaxppo.envs import Box, Discrete, register_env
 from jaxppo.envs.probes import ProbeState, _Probe
 

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("brax")
 
 from jaxppo import ConfigError, load_config  # noqa: E402
-from jaxppo.cli.main import main  # noqa: E402
+from jaxppo.cli import main  # noqa: E402
 from jaxppo.envs import VecEnv, check_env_id  # noqa: E402
 from jaxppo.envs.sources.brax import BraxParams  # noqa: E402
 

@@ -14,11 +14,12 @@ import jax
 import numpy as np
 import pytest
 
-import jaxppo.cli.main as cli
 from jaxppo import load_checkpoint
-from jaxppo.cli.main import main
+from jaxppo.cli import main
+from jaxppo.cli.common import final_return_text
+from jaxppo.cli.eval import eval_return_text
 from jaxppo.policy.policy import EvalResult, evaluate
-from jaxppo.run.logs.writers import read_metrics_csv
+from jaxppo.run.logs.metrics_csv import read_metrics_csv
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -218,7 +219,7 @@ def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys)
     assert code == 0
 
     # Send a real SIGINT to ourselves after the first chunk is logged.
-    from jaxppo.run.logs.writers import CsvLogger
+    from jaxppo.run.logs.csv_logger import CsvLogger
 
     original = CsvLogger.on_chunk
     calls = {"n": 0}
@@ -254,7 +255,7 @@ def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
     # with its own message, and leave a checkpoint that resumes: the newest one whose updates
     # the log holds (a checkpoint never gets ahead of the log).
     from jaxppo import Experiment, PPOConfig
-    from jaxppo.run.logs.writers import CsvLogger
+    from jaxppo.run.logs.csv_logger import CsvLogger
 
     original = CsvLogger._write
 
@@ -366,9 +367,9 @@ def test_eval_means_are_over_completed_episodes():
     assert res.mean_per_run() == [15.0, 9.0]
     d = res.to_dict()
     assert d["cut_off_per_run"] == [1, 0] and d["cut_off"][0] == [False, True, False]
-    assert cli._eval_return(res.returns, res.completed) == (
+    assert eval_return_text(res.returns, res.completed) == (
         "11.40 ± 4.50 over 5 completed episodes (1 of 6 cut off)")
-    assert cli._eval_return(res.returns[0], res.completed[0], per_seed=True) == (
+    assert eval_return_text(res.returns[0], res.completed[0], per_seed=True) == (
         "15.00 ± 5.00 (1 of 3 cut off)")
 
 
@@ -378,12 +379,12 @@ def test_a_diverged_seed_is_not_reported_as_one_without_episodes():
     s = {"final_return": [10.0, None, None, 30.0], "final_return_mean": 20.0,
          "final_return_std": 10.0, "runs_without_return": 1, "runs_nonfinite_return": 1,
          "env_steps": 256}
-    assert cli._final_return(s) == ("20.0 ± 10.0 over 2 seeds (none for 1 of 4 seeds: no "
+    assert final_return_text(s) == ("20.0 ± 10.0 over 2 seeds (none for 1 of 4 seeds: no "
                                     "episode ended in 256 steps; NaN/Inf for 1 of 4 seeds: "
                                     "diverged)")
     s.update(final_return=[None], final_return_mean=None, final_return_std=None,
              runs_without_return=0, runs_nonfinite_return=1)
-    assert cli._final_return(s) == "none (NaN/Inf for 1 of 1 seeds: diverged)"
+    assert final_return_text(s) == "none (NaN/Inf for 1 of 1 seeds: diverged)"
     from jaxppo.run.stats import mean_std_or_none
 
     assert mean_std_or_none([1.0, np.nan, np.inf, 3.0]) == (2.0, 1.0)

@@ -11,7 +11,7 @@ import pytest
 import torch  # the compare extra is part of the dev extra, so CI runs these
 
 from jaxppo import PPOConfig
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 from jaxppo.compare.compare import AnnealedLR, comparable_config, make_sb3
 from jaxppo.run.stats import SolveTracker
 

@@ -193,7 +193,7 @@ def test_missing_jumanji_says_how_to_install(monkeypatch):
 
 def test_cli_trains_checkpoints_and_evaluates(tmp_path, capsys):
     """The shipped config, shrunk, through the CLI: the run's checkpoint holds Jumanji's state."""
-    from jaxppo.cli.main import main
+    from jaxppo.cli import main
 
     config = os.path.join(ROOT, "configs", "jumanji_snake.yaml")
     assert main(["train", "--config", config, "--set", "total_timesteps=2048", "--set",

@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 
 from jaxppo import ConfigError, Experiment, PPOConfig, load_checkpoint, make_train
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")

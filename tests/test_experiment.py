@@ -17,11 +17,12 @@ import pytest
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 from jaxppo.keys import to_host
-from jaxppo.run.logs.writers import read_metrics_csv
+from jaxppo.run.logs.metrics_csv import read_metrics_csv
 from jaxppo.run.stats import RunStats
-from jaxppo.search import SweepResult, rank_settings
+from jaxppo.run.sweep_table import rank_settings
+from jaxppo.search import SweepResult
 
 # 24 updates of 4 envs x 16 steps; chunks of 6 updates: 4 chunks.
 CONFIG = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,

@@ -18,17 +18,12 @@ import pytest
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 from jaxppo.run.driver import chunk_lengths, pick_chunk
 from jaxppo.run.files import RunLock
-from jaxppo.run.logs.writers import (
-    CSV_HEADER,
-    CsvLogger,
-    _kept_rows,
-    check_metrics_log,
-    gaps_summary,
-    read_metrics_csv,
-)
+from jaxppo.run.logs.audit import check_metrics_log, gaps_summary, kept_rows
+from jaxppo.run.logs.csv_logger import CsvLogger
+from jaxppo.run.logs.metrics_csv import CSV_HEADER, read_metrics_csv
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -621,27 +616,27 @@ def test_a_repair_keeps_every_good_row_of_a_sweep_and_records_the_run_that_lacks
         check_metrics_log(str(tmp_path), 6, 2)
     assert "(1 missing: 5; only some runs' rows: run 1 at 5)" in str(e.value)
     assert "covers updates 1-4, 6 of the checkpoint's 6" in str(e.value)
-    gaps, drops = check_metrics_log(str(tmp_path), 6, 2, repair=True)
+    gaps, drops, _ = check_metrics_log(str(tmp_path), 6, 2, repair=True)
     assert gaps == [(5, 5, 1)]
     assert any("1 row(s) for runs that do not exist" in d for d in drops), drops
     kept = [tuple(int(x) for x in line.split(",")[:2])
-            for line in _kept_rows(path, 6, 2).splitlines()[1:]]
+            for line in kept_rows(path, 6, 2).splitlines()[1:]]
     assert kept == [(u, r) for u in range(1, 7) for r in range(2) if (u, r) != (5, 1)]
     assert gaps_summary(gaps, 2) == {"metrics_missing_updates": [[5, 5]],
                                      "metrics_missing_by_run": {"1": [[5, 5]]}}
     write_log(tmp_path, kept)  # the repaired file: a later resume knows its gap
-    assert check_metrics_log(str(tmp_path), 6, 2, gaps) == ([(5, 5, 1)], [])
+    assert check_metrics_log(str(tmp_path), 6, 2, gaps) == ([(5, 5, 1)], [], [])
     # an older checkpoint's record (whole updates) still reads as every run's rows
     assert gaps_summary([[3, 4]], 2)["metrics_missing_by_run"] == {"0": [[3, 4]], "1": [[3, 4]]}
     # a row of no run, or a column jaxppo does not write, alone is no refusal: dropped, noted
     write_log(tmp_path, [*kept, (5, 1), (0, 0)], header=[*CSV_HEADER, "mine"])
-    gaps, drops = check_metrics_log(str(tmp_path), 6, 2)
+    gaps, drops, _ = check_metrics_log(str(tmp_path), 6, 2)
     assert gaps == [] and len(drops) == 2 and "mine" in drops[1], drops
     # identical copies (a NaN cell equal to a NaN cell) are no damage at all
     path = write_log(tmp_path, [(u, r) for u in range(1, 7) for r in range(2)] * 2)
     text = open(path).read().replace("0.5", "nan")
     open(path, "w").write(text)
-    assert check_metrics_log(str(tmp_path), 6, 2) == ([], [])
+    assert check_metrics_log(str(tmp_path), 6, 2) == ([], [], [])
 
 
 def test_a_missing_metrics_log_starts_a_fresh_one_noting_the_gap(stopped_run, tmp_path, capsys):

@@ -18,12 +18,13 @@ from conftest import assert_sweep_refused, run_cli
 
 import jaxppo.run.driver
 from jaxppo import ConfigError, load_config, load_policy
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 from jaxppo.config.schema import parse_overrides
 from jaxppo.run.checkpoint import load_checkpoint
-from jaxppo.run.logs.writers import read_metrics_csv
+from jaxppo.run.logs.metrics_csv import read_metrics_csv
 from jaxppo.search import random_search, rung_ends, rung_sizes, select
-from jaxppo.search.halving import Rungs, min_updates, setting_scores, setting_updates
+from jaxppo.run.driver import ChunkResult
+from jaxppo.search.halving import HalvingController, min_updates, setting_scores, setting_updates
 from jaxppo.search.sweep import resume_sweep, sweep
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -73,21 +74,25 @@ def test_rungs_choose_at_the_rung_end_from_the_window_only():
     setting that was best before it does not count, NaN (no episode yet) is left out."""
     record = {"strategy": "halving", "trials": 4, "eta": 2, "rungs": [8, 12, 16],
               "kept": [[0, 1, 2, 3]], "seed": 0}
-    rungs = Rungs(record, 1, np.zeros(4, bool))
+    rungs = HalvingController(record, 1)
+    record = rungs.record  # the controller's own copy: its decisions go there
     assert rungs.window_start(0) == 6 and rungs.window_start(1) == 11
-    runs = rungs.runs(0)
+    assert rungs.segment_runs(0).tolist() == [0, 1, 2, 3]
 
-    def chunk(ret):
+    def chunk(ret, first):
         ret = np.asarray(ret, float)
-        return {"episodic_return": ret, "episodes": np.ones_like(ret),
-                "nonfinite": np.zeros_like(ret)}
+        metrics = {"episodic_return": ret, "episodes": np.ones_like(ret),
+                   "nonfinite": np.zeros_like(ret)}
+        return ChunkResult(first, first + ret.shape[1], metrics, 0.0, 0.0)
 
-    rungs.observe(chunk([[100.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6]), runs, 0)  # 1..6
+    rungs.observe(chunk([[100.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6], 0))  # 1..6
     assert "window" not in record and len(record["kept"]) == 1
-    rungs.observe(chunk([[1.0], [5.0], [np.nan], [2.0]]), runs, 6)  # update 7
+    rungs.observe(chunk([[1.0], [5.0], [np.nan], [2.0]], 6))  # update 7
     assert record["window"] == {"sum": [1.0, 5.0, 0.0, 2.0], "count": [1, 1, 0, 1]}
-    rungs.observe(chunk([[1.0], [3.0], [7.0], [2.0]]), runs, 7)  # update 8: the rung's end
+    rungs.observe(chunk([[1.0], [3.0], [7.0], [2.0]], 7))  # update 8: the rung's end
     assert record["kept"][1] == [1, 2] and "window" not in record  # 4.0 and 7.0
+    assert rungs.segment_runs(1).tolist() == [1, 2]
+    assert rungs.run_updates(10).tolist() == [8, 10, 10, 8]
     assert setting_updates(record, 8) == [8, 8, 8, 8]
     assert setting_updates(record, 10) == [8, 10, 10, 8]
 

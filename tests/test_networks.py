@@ -162,7 +162,7 @@ def test_a_shared_torso_is_one_conv_stack_that_both_losses_train():
     assert out.runner_state.train_state.params["params"]["actor"]["Dense_0"]["kernel"].shape == (
         8 * 8 * 16, env.action_dim)
     # the memory estimate counts the network as built: 3x3x4x16 conv + 16; heads on 8x8x16
-    from jaxppo.run.callbacks import value_text
+    from jaxppo.labels import value_text
     from jaxppo.run.memory import _param_count
 
     assert _param_count(heads_only, env) == (3 * 3 * 4 * 16 + 16) + (1024 * env.action_dim

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from jaxppo import Experiment, load_config
-from jaxppo.cli.main import build_parser, main
+from jaxppo.cli import build_parser, main
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 README = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()

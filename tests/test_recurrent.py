@@ -173,7 +173,7 @@ def test_recurrent_run_resumes_exactly_and_its_policy_carries_state(tmp_path):
 def test_recurrent_and_cnn_policies_through_the_cli_sweep_and_eval_gif(tmp_path, capsys):
     """The CLI trains a GRU run and evaluates it; a sweep vmaps GRU settings in one compile; a
     CNN MinAtar run trains and renders a GIF with its policy."""
-    from jaxppo.cli.main import main
+    from jaxppo.cli import main
 
     base = ["--logdir", str(tmp_path), "--no-progress"]
     assert main(["train", "--config", os.path.join(ROOT, "configs", "memory_gru.yaml"), "--run-name", "gru",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 from jaxppo.errors import UsageError
 from jaxppo.reports.report import (
     aggregate,

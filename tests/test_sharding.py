@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from jaxppo import load_checkpoint
-from jaxppo.cli.main import main
+from jaxppo.cli import main
 from jaxppo.keys import to_host as _to_host
 
 ROOT = os.path.dirname(os.path.dirname(__file__))

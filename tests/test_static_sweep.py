@@ -18,11 +18,13 @@ from jaxppo import ConfigError, load_config
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.config.schema import parse_overrides
 from jaxppo.errors import UsageError
-from jaxppo.run.callbacks import setting_label
+from jaxppo.labels import setting_label
 from jaxppo.run.driver import Driver
-from jaxppo.search import parse_grid, parse_space, random_search, rank_settings
+from jaxppo.run.sweep_table import rank_settings
+from jaxppo.search import parse_grid, parse_space, random_search
 from jaxppo.search.static import group_rows, group_settings, normalize, split_values
-from jaxppo.search.sweep import PLAN, resume_sweep, sweep
+from jaxppo.search.static_sweep import PLAN
+from jaxppo.search.sweep import resume_sweep, sweep
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -161,7 +163,7 @@ def cli_sweep(tmp_path_factory):
         mp.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
         mp.setattr(Driver, "compile", counted)
         with contextlib.redirect_stdout(io.StringIO()) as out:
-            code = jaxppo.cli.main.main(["sweep", "--config", CARTPOLE, *TINY, *GRID_CLI,
+            code = jaxppo.cli.main(["sweep", "--config", CARTPOLE, *TINY, *GRID_CLI,
                                     "--logdir", str(tmp), "--run-name", "cli"])
     assert code == 0
     assert "3 static settings: 3 compiles" in out.getvalue()

@@ -1,5 +1,5 @@
 """The `jaxppo` command (`main`), one module per verb over `jaxppo.cli.common`."""
 
-from jaxppo.cli.main import build_parser, main
+from jaxppo.cli.app import build_parser, main
 
 __all__ = ["build_parser", "main"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from jaxppo.cli.main import main
+from jaxppo.cli.app import main
 
 sys.exit(main())

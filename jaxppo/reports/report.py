@@ -32,11 +32,12 @@ import numpy as np
 import yaml
 
 from jaxppo.errors import UsageError
+from jaxppo.labels import setting_label
 from jaxppo.plots import plot_intervals, plot_profiles, plot_sample_efficiency
-from jaxppo.run.callbacks import setting_label
 from jaxppo.run.files import write_atomic
-from jaxppo.run.logs.writers import forward_fill, json_safe, read_metrics_csv
+from jaxppo.run.logs.metrics_csv import forward_fill, read_metrics_csv
 from jaxppo.run.stats import solve_threshold
+from jaxppo.run.summary import json_safe
 
 CI = 0.95
 CURVE_POINTS = 100  # points per sample-efficiency curve (each one is a bootstrap)

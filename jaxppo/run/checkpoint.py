@@ -27,6 +27,7 @@ from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.keys import is_key, to_host
 from jaxppo.run.files import remove_stale_temps, write_atomic
+from jaxppo.run.record import RunRecord
 
 FORMAT = "jaxppo-checkpoint"
 VERSION = 2  # 2: the checksum covers the header too
@@ -213,7 +214,12 @@ class Checkpoint:
     update: int
     num_runs: int
     runner_state: Any  # the whole carry, leading axis = run
-    extra: dict
+    extra: dict  # the header's record of the run, as saved (read it typed: `record`)
+
+    @property
+    def record(self) -> RunRecord:
+        """What the checkpoint carries beside the learner state, typed."""
+        return RunRecord.from_extra(self.extra)
 
 
 def load_checkpoint(path: str | os.PathLike, *, env: Any = None,

@@ -16,7 +16,7 @@ import math
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -25,6 +25,7 @@ from jaxppo._xla import compiler_options
 from jaxppo.config.schema import divisors
 from jaxppo.core.train import RunnerState
 from jaxppo.keys import keys_as_data
+from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import gather
 from jaxppo.run.placement import RunInputs
 
@@ -90,18 +91,6 @@ class ChunkResult(NamedTuple):
     metrics: dict[str, np.ndarray]  # each [R, chunk]
     wall_s: float  # seconds since the run started (compile included)
     chunk_s: float  # seconds this chunk took
-
-
-class Controller(Protocol):
-    """Replaces a run's state between chunks (population-based training). The driver drains
-    its pipeline at every update where `due` is true, so the next chunk gets what `replace`
-    returns."""
-
-    def due(self, update: int) -> bool: ...
-
-    def observe(self, chunk: ChunkResult) -> None: ...
-
-    def replace(self, runner: RunnerState, hparams, update: int) -> tuple[RunnerState, Any]: ...
 
 
 class _InFlight(NamedTuple):

@@ -11,7 +11,6 @@ import fcntl
 import io
 import os
 import stat
-import sys
 import tempfile
 
 from jaxppo.errors import UsageError
@@ -114,6 +113,7 @@ class RunLock:
     def __init__(self, run_dir: str):
         self.path = os.path.join(run_dir, LOCK_FILE)
         self.fd: int | None = None
+        self.notes: list[str] = []  # for the run's owner to pass on (an unlockable file system)
 
     def acquire(self) -> RunLock:
         run_dir = os.path.dirname(self.path)
@@ -128,8 +128,8 @@ class RunLock:
         except OSError as e:
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 os.close(fd)
-                print(f"note: run directory '{run_dir}' cannot be locked ({e.strerror}); "
-                      "running without the one-writer check", file=sys.stderr)
+                self.notes.append(f"run directory '{run_dir}' cannot be locked ({e.strerror}); "
+                                  "running without the one-writer check")
                 return self
             holder = os.read(fd, 64).decode("ascii", "replace").strip()
             os.close(fd)

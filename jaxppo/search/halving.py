@@ -1,12 +1,12 @@
 """Successive halving: the settings a random search draws, trained in rungs; after each rung
 only the best 1/eta of them (by recent return) go on, and the rest stop costing compute.
 
-How a halving sweep runs (`Experiment` with a halving `search` record, `_run_rungs`): one run
-directory, one checkpoint and one metrics.csv for every agent, as a grid's; each rung is its
-own `Driver`, compiled for that rung's survivors only (N x seeds runs, then N/eta x seeds, ...,
-then seeds). The host keeps the whole state of every agent; a rung's program takes its
-survivors' rows and each chunk's result is put back, so a stopped agent keeps its state at its
-rung's end: the checkpoint always holds every agent (`jaxppo eval RUN --seed M` and
+How a halving sweep runs: one `Experiment` whose `HalvingController` cuts the run into
+segments, one per rung (`run/controller.py`, `run/segments.py`): one run directory, one
+checkpoint and one metrics.csv for every agent, as a grid's; each rung is its own `Driver`,
+compiled for that rung's survivors only (N x seeds runs, then N/eta x seeds, ..., then seeds).
+The host keeps the whole state of every agent, so a stopped agent keeps its state at its
+rung's end: the checkpoint always holds every agent (`jaxppo eval RUN --agent M` and
 `load_policy(RUN, seed=M)` work for any of them), and a stopped agent's metrics.csv rows end at
 its rung. One Experiment for all rungs (rather than one per rung) keeps one owner of the run
 directory, its lock, the running account, the logs and the resume.
@@ -21,28 +21,22 @@ Axis legend: N = settings (trials), S = seeds per setting, R = N * S runs (setti
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.keys import is_key
+from jaxppo.run.controller import Controller, Segment
 from jaxppo.search.space import check_trials, random_search
 
 WINDOW_FRACTION = 0.25
 """A rung's settings are ranked by their mean per-update return over the last quarter of the
 rung's updates (at least one): recent enough to reflect where each one got to, long enough to
 smooth one update's noise."""
-
-# Filler for a stopped agent's cells in the [R, C] metrics of a later chunk: no episode, no
-# fault; every other metric NaN (it was not computed). env_steps stays the update's own.
-_ZERO_FILLED = ("episodes", "nonfinite", "nonfinite_source")
-
 
 def is_halving(search: dict | None) -> bool:
     return isinstance(search, dict) and search.get("strategy") == "halving"
@@ -155,34 +149,60 @@ def checkpoint_run_updates(extra: dict, num_runs: int, update: int) -> np.ndarra
     return run_updates(extra["search"], seeds, update)
 
 
-class Rungs:
-    """The halving decisions of one run, kept in its search `record` (mutated in place: the
-    checkpoint carries it): which agents train in which rung, the current rung's window
-    account, and the choice at each rung's end."""
+class HalvingController(Controller):
+    """Successive halving through the controller protocol: each rung is a segment of the run
+    that trains only its survivors. The decisions are kept in the search record (`kept`, and
+    the current rung's return `window`), which every checkpoint carries, so a resume anywhere
+    decides the same."""
 
-    def __init__(self, record: dict, seeds: int, diverged: np.ndarray):
-        self.record, self.seeds = record, seeds
+    def __init__(self, record: dict, seeds: int):
+        self.record = copy.deepcopy(record)
+        self.seeds = int(seeds)
         self.ends: list[int] = list(record["rungs"])
         self.sizes = rung_sizes(record["trials"], record["eta"])
-        self.num_runs = record["trials"] * seeds
-        self.diverged = np.array(diverged, bool)  # [R] any NaN/Inf so far
+        self.num_runs = record["trials"] * self.seeds
+        self.diverged = np.zeros(self.num_runs, bool)  # [R] any NaN/Inf so far
+        self.runs = self.segment_runs(0)
+
+    def diverged_before(self, runs: np.ndarray) -> None:
+        """A resumed sweep's earlier divergences (from its metrics.csv) rank their settings
+        last, as they would have without the stop."""
+        self.diverged |= np.asarray(runs, bool)
+
+    def search_record(self, search):
+        return self.record
+
+    def run_updates(self, update: int) -> np.ndarray:
+        return run_updates(self.record, self.seeds, update)
+
+    def segments(self, start_update: int) -> list[tuple[int, Segment]]:
+        starts = [0, *self.ends[:-1]]
+        return [(k, Segment(self.sizes[k] * self.seeds, start, end))
+                for k, (start, end) in enumerate(zip(starts, self.ends, strict=True))
+                if end > start_update]
+
+    def segment_runs(self, index: int) -> np.ndarray:
+        """The agents (run indices) rung `index` trains: its kept settings' seeds."""
+        kept = self.record["kept"][index]
+        self.runs = np.array([g * self.seeds + i for g in kept for i in range(self.seeds)], int)
+        return self.runs
+
+    def segment_label(self, index: int, runs: np.ndarray) -> str:
+        return (f"rung {index + 1}/{len(self.ends)}: {len(runs) // self.seeds} settings x "
+                f"{self.seeds} seeds = {len(runs)} agents")
 
     def rung_at(self, update: int) -> int:
         """The rung that trains update `update + 1`."""
         return next(k for k, end in enumerate(self.ends) if update < end)
 
-    def runs(self, rung: int) -> np.ndarray:
-        """The agents (run indices) trained in `rung`."""
-        kept = self.record["kept"][rung]
-        return np.array([g * self.seeds + i for g in kept for i in range(self.seeds)], int)
-
     def window_start(self, rung: int) -> int:
         start = self.ends[rung - 1] if rung else 0
         return self.ends[rung] - max(1, round(WINDOW_FRACTION * (self.ends[rung] - start)))
 
-    def observe(self, metrics: dict[str, np.ndarray], runs: np.ndarray, first: int) -> None:
-        """Account for a chunk of the rung's agents `runs` (metrics [len(runs), C], updates
-        `first + 1 ..`), and choose the next rung's settings if the chunk ends this rung."""
+    def observe(self, chunk) -> None:
+        """Account for a chunk of the rung's agents (metrics [len(runs), C], updates
+        `first_update + 1 ..`), and choose the next rung's settings if it ends the rung."""
+        metrics, first, runs = chunk.metrics, chunk.first_update, self.runs
         C = metrics["episodes"].shape[1]
         rung = self.rung_at(first)
         self.diverged[runs] |= (np.asarray(metrics["nonfinite"]) > 0).any(axis=1)
@@ -209,39 +229,3 @@ class Rungs:
         bad = self.diverged.reshape(-1, self.seeds).any(axis=1)
         best = select(scores[kept], bad[kept], self.sizes[rung + 1])
         self.record["kept"].append([kept[i] for i in best])
-
-
-def expand_metrics(metrics: dict[str, np.ndarray], runs: np.ndarray, num_runs: int
-                   ) -> dict[str, np.ndarray]:
-    """A rung's chunk metrics [len(runs), C] as [R, C]: the stopped agents' cells NaN (0 for
-    episodes and faults; env_steps the update's own)."""
-    out = {}
-    for k, v in metrics.items():
-        v = np.asarray(v)
-        fill = 0 if k in _ZERO_FILLED else (v[0] if k == "env_steps" else np.nan)
-        dtype = v.dtype if k in _ZERO_FILLED or k == "env_steps" else np.result_type(v, np.float32)
-        full = np.empty((num_runs, *v.shape[1:]), dtype)
-        full[...] = fill
-        full[runs] = v
-        out[k] = full
-    return out
-
-
-def to_host(tree):
-    """A runner state as NumPy (typed keys as their raw data)."""
-    return jax.tree.map(lambda x: np.asarray(jax.random.key_data(x) if is_key(x) else x), tree)
-
-
-def take_runs(host, runs: np.ndarray, template):
-    """The rows `runs` of a host runner state, typed as `template` (keys wrapped again)."""
-    return jax.tree.map(lambda t, x: jax.random.wrap_key_data(jnp.asarray(x[runs]))
-                        if is_key(t) else jnp.asarray(x[runs], t.dtype), template, host)
-
-
-def put_runs(host, runs: np.ndarray, part):
-    """A copy of the host runner state `host` with rows `runs` replaced by `part`'s."""
-    def put(x, y):
-        x = np.array(x)
-        x[runs] = y
-        return x
-    return jax.tree.map(put, host, to_host(part))

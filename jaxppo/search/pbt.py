@@ -24,8 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.config.schema import Hparams, PPOConfig, divisors
+from jaxppo.config import Hparams, PPOConfig, divisors
 from jaxppo.errors import ConfigError, UsageError
+from jaxppo.run.controller import Controller
 from jaxppo.run.stats import quiet_nonfinite
 from jaxppo.search.space import Entry, check_space, draw_settings, space_record
 
@@ -140,7 +141,7 @@ def _cell(x: float) -> str:
     return "" if x is None or not math.isfinite(x) else repr(float(x))
 
 
-class PBTController:
+class PBTController(Controller):
     """The host side of PBT, handed to `Experiment(controller=...)`.
 
     The driver calls `observe` on every chunk and, at every update where `due` is true (a

@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxppo.config.schema import Hparams, PPOConfig
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.run.callbacks import value_text
+from jaxppo.labels import value_text
 from jaxppo.search.static import check_key, is_static, parse_values
 
 # One entry of a checked space: ("uniform"|"log", low, high) or ("choice", values).

@@ -21,7 +21,7 @@ import yaml
 
 from jaxppo.config.schema import Hparams, PPOConfig, check_config_key, parse_value
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.run.callbacks import setting_label
+from jaxppo.labels import setting_label
 
 # Keys a sweep does not vary, and why (one line each).
 NOT_SWEPT = {"env_id": "a sweep ranks the returns of one environment; run one sweep per "

@@ -1,60 +1,25 @@
-"""`jaxppo.sweep` and `resume_sweep`: a search's settings x seeds as one `Experiment` (one
-compiled, vmapped program), returned as the ranked `SweepResult`. Settings that differ in
-static keys (`jaxppo.search.static`) run as a `StaticSweep`: one `Experiment` per static
-setting, one after another, each in a run directory of its own inside the sweep's, and one
-table over all of them.
-
-A static sweep's directory:
-
-    SWEEP_DIR/static_sweep.json       the plan: config, settings, seeds, groups (what resume reads)
-    SWEEP_DIR/000_num_minibatches=2/  a normal sweep run dir per static setting (checkpoint,
-    SWEEP_DIR/001_num_minibatches=4/  metrics.csv, config.yaml, its own sweep.csv, ...)
-    SWEEP_DIR/sweep.csv, sweep.png, summary.json   the table over every setting (`group`
-                                      names the run dir that holds a row's `runs`)
+"""`jaxppo.sweep` and `jaxppo.resume_sweep`: a search's settings (drawn by its strategy,
+`search/strategies.py`) x seeds as one `Experiment` (one compiled, vmapped program, with the
+strategy's controller where it has one), returned as the ranked `SweepResult`. Settings that
+differ in static keys run as a `StaticSweep` (`search/static_sweep.py`): one program per
+static setting.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-import time
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
 
-import numpy as np
-
-from jaxppo.config.schema import PPOConfig, config_from_dict
-from jaxppo.errors import ConfigError, UsageError
-from jaxppo.run.callbacks import setting_label
-from jaxppo.run.driver import Driver
-from jaxppo.run.experiment import Experiment, make_run_dir, run_dir_of
-from jaxppo.run.files import RunLock, free_name, write_atomic
-from jaxppo.run.logs.writers import write_summary
-from jaxppo.run.placement import make_placement
-from jaxppo.run.stats import quiet_nonfinite
-from jaxppo.search.halving import halving_search
-from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
-from jaxppo.search.space import random_search
-from jaxppo.search.static import (
-    Group,
-    check_key,
-    group_config,
-    group_rows,
-    group_settings,
-    has_static,
-    normalize,
-    traced_settings,
-)
-from jaxppo.search.table import (
-    SweepResult,
-    grid_settings,
-    rank_settings,
-    sweep_rows,
-    write_sweep_files,
-)
-
-PLAN = "static_sweep.json"
+from jaxppo.config import PPOConfig
+from jaxppo.errors import UsageError
+from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.experiment import Experiment
+from jaxppo.run.rundir import run_dir_of
+from jaxppo.run.sweep_table import sweep_rows
+from jaxppo.search.static import has_static
+from jaxppo.search.static_sweep import StaticSweep, is_static_sweep
+from jaxppo.search.strategies import OPTIONS, STRATEGIES, controller_for, draw
+from jaxppo.search.table import SweepResult
 
 
 def sweep(config: PPOConfig, grid: dict[str, Sequence] | None = None, seeds: int = 1, *,
@@ -66,65 +31,37 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence] | None = None, seeds: int
     compiled program; a static key (`num_minibatches`, `hidden_sizes`, ...: any other config
     key) compiles one program per static setting, run one after another (`StaticSweep`).
 
-    `search="random"` draws the settings once on the host from `seed` (default 0, also the
-    runs' base seed): `space` maps a float hyperparameter to `(low, high)`, `(low, high,
-    "log")` (log-uniform) or a list of choices, a static key to a list of choices;
-    summary.json records it (`search`).
-    `search="halving"` trains `trials` settings drawn as random search draws them in rungs and
-    keeps the best 1/`eta` (default 3) of them after each (`jaxppo.search.halving`); the others
-    stop there. `search="pbt"` trains a `population` drawn so from `space` (one seed each,
-    their own keys) with population-based training: every `interval` updates (default 20) the
-    bottom `quantile` (default 0.25) copies a top member's learner state and perturbs its
-    hyperparameters (`jaxppo.search.pbt`); one row per member, with its final setting. Both
-    keep one compiled population: their spaces take float hyperparameters only.
-    With a run directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent
-    (`jaxppo eval RUN_DIR`, `load_policy(RUN_DIR, seed=run)` on a row's `runs`; with static
-    keys, on the row's `run_dir`), metrics.csv and TensorBoard per agent, `curve.png` per
-    setting, and `summary.json` with the ranked rows.
-    A stopped sweep continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
-    `kwargs` are `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, `seed`, ...)."""
-    record = controller = None
-    if search != "pbt" and (population, interval, quantile) != (None, None, None):
-        raise ConfigError("population=/interval=/quantile= are for search='pbt'")
-    if eta is not None and search != "halving":
-        raise ConfigError(f"eta= is for search='halving', not search={search!r}")
-    if search == "pbt":
-        if grid is not None or trials is not None:
-            raise ConfigError("search='pbt' trains population=N members drawn from space=...; "
-                              "grid= and trials= are for the other searches")
-        if seeds != 1:
-            raise ConfigError(f"seeds: {seeds} with search='pbt': every member is one seed of "
-                              "its own; size the search with population=N")
-        if population is None:
-            raise ConfigError("search='pbt' needs population=N (how many members, at least 2)")
-        if kwargs.get("devices") is not None or kwargs.get("mesh") is not None:
-            raise ConfigError("search='pbt' runs on one device; drop devices=/mesh=")
-        settings, record = pbt_search(config, space, population,
-                                      DEFAULT_INTERVAL if interval is None else interval,
-                                      DEFAULT_QUANTILE if quantile is None else quantile,
-                                      kwargs.get("seed", 0))
-        controller = PBTController.from_record(config, record, settings)
-    elif search in ("random", "halving"):
-        if grid is not None:
-            raise ConfigError(f"search={search!r} draws from space=...; a grid is search='grid'")
-        if trials is None:
-            raise ConfigError(f"search={search!r} needs trials=N (how many settings to draw)")
-        if search == "halving":
-            settings, record = halving_search(config, space, trials, 3 if eta is None else eta,
-                                              kwargs.get("seed", 0))
-        else:
-            settings, record = random_search(config, space, trials, kwargs.get("seed", 0))
-    elif search == "grid":
-        if space is not None or trials is not None:
-            raise ConfigError("space=/trials= are for search='random' or 'halving'; a grid sweep "
-                              "takes grid")
-        if not grid:
-            raise ConfigError("sweep needs at least one hyperparameter with a list of values")
-        for key in grid:
-            check_key(key, f"grid {key!r}", ConfigError)
-        settings = grid_settings({k: list(v) for k, v in grid.items()})
-    else:
-        raise ConfigError(f"search: got {search!r}; use 'grid', 'random', 'halving' or 'pbt'")
+    Args:
+      config: the sweep's base config.
+      grid: `{key: [values]}`; every combination runs (`search="grid"`).
+      seeds: seeds per setting (common random numbers: every setting gets the same seeds).
+      space: `{key: (low, high)}`, `(low, high, "log")` (log-uniform) or a list of choices,
+        for `search="random"`, `"halving"` and `"pbt"` (a static key: choices only).
+      search: `"grid"`, `"random"` (`trials` settings drawn once on the host from `seed`),
+        `"halving"` (successive halving: the same draw trained in rungs, keeping the best
+        1/`eta`, default 3, after each) or `"pbt"` (population-based training of `population`
+        members, one seed each: every `interval` updates, default 20, the bottom `quantile`,
+        default 0.25, copies a top member's learner and perturbs its hyperparameters). The
+        options of each are in `jaxppo.search.strategies`; halving and PBT keep one compiled
+        population, so their spaces take float hyperparameters only.
+      trials, eta, population, interval, quantile: the strategies' options.
+      **kwargs: `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, `seed`, ...).
+
+    Returns:
+      The `SweepResult`: ranked rows (best first), the run's result and directory. With a run
+      directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent (`jaxppo
+      eval RUN_DIR --agent M`, `load_policy(RUN_DIR, seed=M)` on a row's `runs`; with static
+      keys, on the row's `run_dir`), metrics.csv and TensorBoard per agent, `curve.png` per
+      setting, and `summary.json` with the ranked rows. A stopped sweep continues with
+      `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
+    """
+    given = {"grid": grid, "space": space, "trials": trials, "population": population,
+             "interval": interval, "quantile": quantile, "eta": eta}
+    given |= {k: kwargs.pop(k) for k in list(kwargs) if k in OPTIONS}  # a newer strategy's
+    options = {k: v for k, v in given.items() if v is not None}
+    devices = kwargs.get("devices") if kwargs.get("mesh") is None else kwargs["mesh"]
+    settings, record, controller = draw(search, config, options, seeds=seeds,
+                                        seed=kwargs.get("seed", 0), devices=devices)
     if has_static(settings):
         return StaticSweep.start(config, settings, seeds, record, where=search, **kwargs).run()
     result = Experiment(config, seeds=seeds, hparams=settings, search=record,
@@ -142,236 +79,25 @@ def resume_sweep(path: str | os.PathLike, **kwargs) -> SweepResult:
 
 
 def sweep_from_checkpoint(path: str | os.PathLike, **kwargs) -> Experiment:
-    """The stopped sweep at `path` as an `Experiment` ready to run, with its search's
-    controller (a PBT sweep's) attached; `kwargs` as `Experiment.from_checkpoint`'s."""
-    exp = Experiment.from_checkpoint(path, **kwargs)
+    """The stopped sweep at `path` as an `Experiment` ready to run, with its strategy's
+    controller attached (PBT's, halving's); `kwargs` as `Experiment.from_checkpoint`'s."""
+    exp = resume_experiment(path, **kwargs)
     if exp.settings is None:
         raise UsageError(f"'{run_dir_of(path)}' is a training run, not a sweep; resume it with "
                          "jaxppo train --resume")
-    if (exp.search or {}).get("strategy") == "pbt":
-        if exp.mesh is not None:
-            raise UsageError("--search pbt runs on one device; drop --devices")
-        exp.controller = PBTController.from_record(exp.config, exp.search, exp.settings)
     return exp
 
 
-def is_static_sweep(path: str | os.PathLike) -> bool:
-    """A static sweep's directory (it holds the plan, not a checkpoint)."""
-    return isinstance(path, str | os.PathLike) and os.path.isfile(os.path.join(path, PLAN))
-
-
-class Outcome(NamedTuple):
-    """What one group's run left: from its `RunResult`, or from its summary.json when it had
-    finished before this session."""
-
-    status: str  # the group's: finished, diverged (every agent), stopped, error
-    final_return: np.ndarray  # [R] NaN where no episode ended
-    diverged: np.ndarray  # [R] bool
-    summary: dict  # its summary.json
-
-
-class StaticSweep:
-    """A sweep whose settings differ in static keys: one `Experiment` (one compile) per
-    static setting, run one after another in the same process, each in a run directory of
-    its own inside the sweep's (`PLAN` lists them); then one table over all settings.
-    A resume skips the finished groups, resumes the stopped one and starts the rest."""
-
-    def __init__(self, config: PPOConfig, settings: list[dict], seeds: int, seed: int,
-                 search: dict | None, run_dir: str | None, kwargs: dict,
-                 resume_kwargs: dict | None = None):
-        self.config, self.settings, self.seeds, self.seed = config, settings, seeds, seed
-        self.search, self.run_dir, self.kwargs = search, run_dir, kwargs
-        self.resume_kwargs = resume_kwargs or {}
-        self.groups: list[Group] = group_settings(settings)
-
-    @classmethod
-    def start(cls, config: PPOConfig, settings: Sequence[dict], seeds: int = 1,
-              search: dict | None = None, *, where: str = "grid", cli: bool = False,
-              seed: int = 0, logdir: str | None = "runs", run_name: str | None = None,
-              **kwargs) -> StaticSweep:
-        """Check every static setting and every group's `Experiment` (before anything is
-        written or compiled), then make the sweep's directory and write its plan."""
-        name = "space" if where == "random" else "grid"
-        name = f"--{name}" if cli else name
-        settings = normalize(config, settings, name, UsageError if cli else ConfigError)
-        sw = cls(config, settings, int(seeds), int(seed), search, None, kwargs)
-        for g in sw.groups:  # seeds, seed, options, memory: refused now, not after a group ran
-            exp = Experiment(group_config(config, g), seeds=sw.seeds, seed=sw.seed, logdir=None,
-                             hparams=traced_settings(settings, g), **kwargs)
-            placement = make_placement(exp.config, exp.mesh, exp.shard, env=exp.env,
-                                       env_params=exp.env_params)
-            try:
-                Driver(placement, exp.num_runs, exp.config.num_updates,
-                       chunk_updates=exp.chunk_updates)
-            except ConfigError as e:
-                raise ConfigError(f"static setting {setting_label(g.static)}: {e}") from None
-        if logdir is not None:
-            sw.run_dir = make_run_dir(logdir, run_name, config, sw.num_runs)
-            write_atomic(os.path.join(sw.run_dir, PLAN), json.dumps(sw.plan(), indent=2))
-        return sw
-
-    @classmethod
-    def from_dir(cls, path: str | os.PathLike, **kwargs) -> StaticSweep:
-        """The static sweep at `path`, ready to `run()` on; `kwargs` as `Experiment`'s for the
-        groups not started yet, and `repair_log` for the stopped one."""
-        for key in ("seeds", "hparams", "seed", "logdir", "run_name", "search"):
-            if key in kwargs:
-                raise UsageError(f"resume continues a sweep with its own {key}; drop it")
-        run_dir = os.fspath(path)
-        plan_path = os.path.join(run_dir, PLAN)
-        repair = {"repair_log": kwargs.pop("repair_log", False)}  # for the stopped group only
-        try:
-            with open(plan_path, encoding="utf-8") as f:
-                plan = json.load(f)
-            config = config_from_dict(plan["config"], source=plan_path)
-            sw = cls(config, plan["settings"], int(plan["seeds"]), int(plan["seed"]),
-                     plan.get("search"), run_dir, kwargs, repair)
-        except (OSError, ValueError, KeyError, TypeError, ConfigError) as e:
-            raise UsageError(f"'{plan_path}' is not a static sweep's plan ({e}); it cannot be "
-                             "resumed") from None
-        if [g.name for g in sw.groups] != [g["name"] for g in plan.get("groups", [])]:
-            raise UsageError(f"'{plan_path}' does not list the groups of its own settings; "
-                             "it cannot be resumed")
-        if not sw.pending() and _finished_summary(run_dir):
-            raise UsageError(f"sweep '{run_dir}' is finished ({len(sw.groups)} static "
-                             "settings); nothing to resume (evaluate a group's agents with: "
-                             f"jaxppo eval {os.path.join(run_dir, sw.groups[0].name)})")
-        return sw
-
-    @property
-    def num_runs(self) -> int:
-        return len(self.settings) * self.seeds
-
-    def plan(self) -> dict:
-        return {"config": self.config.to_dict(), "settings": self.settings, "seeds": self.seeds,
-                "seed": self.seed, "search": self.search,
-                "groups": [{"name": g.name, "static": g.static, "settings": g.indices}
-                           for g in self.groups]}
-
-    def group_dir(self, group: Group) -> str | None:
-        return None if self.run_dir is None else os.path.join(self.run_dir, group.name)
-
-    def finished(self, group: Group) -> Outcome | None:
-        """A group that ran to its end in an earlier session, as its summary.json says."""
-        path = self.group_dir(group)
-        try:
-            with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
-                s = json.load(f)
-            runs = len(group.indices) * self.seeds
-            if (s["status"] not in ("finished", "diverged") or len(s["final_return"]) != runs
-                    or s["env_steps"] < group_config(self.config, group).env_steps):
-                return None
-            final = np.array([np.nan if x is None else x for x in s["final_return"]], float)
-            diverged = np.isin(np.arange(runs), s["diverged_runs"])
-        except (OSError, TypeError, ValueError, KeyError):
-            return None
-        return Outcome(s["status"], final, diverged, s)
-
-    def experiment(self, group: Group) -> Experiment:
-        """The group's `Experiment`: resumed from its checkpoint, or a new one."""
-        path = self.group_dir(group)
-        if path is not None and os.path.isdir(os.path.join(path, "checkpoint")):
-            return Experiment.from_checkpoint(path, **self.kwargs, **self.resume_kwargs)
-        if path is not None and os.path.lexists(path):  # killed before its first checkpoint
-            aside = free_name(path + ".unfinished")
-            os.replace(path, aside)
-            print(f"note: '{path}' had no checkpoint (stopped before its first); it is kept "
-                  f"as '{aside}' and the group starts again", file=sys.stderr)
-        return Experiment(group_config(self.config, group), seeds=self.seeds,
-                          hparams=traced_settings(self.settings, group), seed=self.seed,
-                          logdir=self.run_dir, run_name=group.name, **self.kwargs)
-
-    def pending(self) -> list[Group]:
-        """The groups still to run (all of them, without a run directory)."""
-        return [g for g in self.groups if self.run_dir is None or self.finished(g) is None]
-
-    def run(self, run_group: Callable[[Experiment, Group], Any] | None = None
-            ) -> SweepResult | None:
-        """Run the groups not finished yet, one after another, then write the table over all
-        settings; a group that stops (a signal, a callback) stops the sweep there, resumable.
-        `run_group(exp, group)` runs one (default `exp.run()`); its None ends the sweep (the
-        caller has said why) and this returns None."""
-        run_group = run_group or (lambda exp, group: exp.run())
-        lock = RunLock(self.run_dir).acquire() if self.run_dir is not None else None
-        try:
-            outcomes, last = [], None
-            for g in self.groups:
-                done = None if self.run_dir is None else self.finished(g)
-                if done is None:
-                    result = run_group(self.experiment(g), g)
-                    if result is None:
-                        return None
-                    last = result
-                    done = Outcome(result.status, np.asarray(result.final_return, float),
-                                   np.isin(np.arange(result.num_runs),
-                                           result.summary.get("diverged_runs", [])),
-                                   result.summary)
-                    if result.update < result.config.num_updates:  # stopped: resumable
-                        outcomes.append(done)
-                        return self.table(outcomes, last, "stopped")
-                outcomes.append(done)
-            diverged = all(o.diverged.all() for o in outcomes)
-            return self.table(outcomes, last, "diverged" if diverged else "finished")
-        finally:
-            if lock is not None:
-                lock.release()
-
-    @quiet_nonfinite
-    def table(self, outcomes: list[Outcome], last, status: str) -> SweepResult:
-        """The ranked table over the settings of the groups in `outcomes` (every group once
-        the sweep has finished: then sweep.csv, sweep.png and summary.json are written)."""
-        groups = self.groups[:len(outcomes)]
-        order = sorted(i for g in groups for i in g.indices)  # the settings run, grid order
-        place = {i: p for p, i in enumerate(order)}
-        final = np.full(len(order) * self.seeds, np.nan)
-        diverged = np.zeros(len(order) * self.seeds, bool)
-        s = self.seeds
-        for g, o in zip(groups, outcomes, strict=True):
-            for j, i in enumerate(g.indices):
-                p = place[i]
-                final[p * s:(p + 1) * s] = o.final_return[j * s:(j + 1) * s]
-                diverged[p * s:(p + 1) * s] = o.diverged[j * s:(j + 1) * s]
-        ranked = rank_settings([self.settings[i] for i in order], final, diverged, s)
-        # each setting's own update count (groups may differ in num_updates: not a rank key)
-        went = {i: o.summary.get("env_steps", 0) // group_config(self.config, g).batch_size
-                for g, o in zip(groups, outcomes, strict=True) for i in g.indices}
-        ranked = [{**r, "updates": went[order[r["runs"][0] // s]]} for r in ranked]
-        in_grid = sorted(ranked, key=lambda r: r["runs"][0])
-        rows = group_rows(ranked, self.groups, s, order)
-        summary = {
-            "env_id": self.config.env_id,
-            "status": status,
-            "finished": status == "finished",
-            "num_runs": self.num_runs,
-            "seeds": s,
-            "settings": self.settings,
-            **({"search": self.search} if self.search is not None else {}),
-            "static_settings": len(self.groups),
-            "groups": [{"run_dir": g.name, "static": g.static, "settings": len(g.indices),
-                        "status": o.status, "compile_s": o.summary.get("compile_s"),
-                        "wall_s": o.summary.get("wall_s"),
-                        "diverged_runs": o.summary.get("diverged_runs", [])}
-                       for g, o in zip(groups, outcomes, strict=True)],
-            "wall_s": round(sum(o.summary.get("wall_s") or 0.0 for o in outcomes), 3),
-            "ranked": rows,
-            "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        }
-        if self.run_dir is not None and status != "stopped":
-            write_sweep_files(self.run_dir, rows, in_grid,
-                              f"{self.config.env_id}: {s} seed(s) per setting, "
-                              f"{len(self.groups)} static settings")
-            write_summary(self.run_dir, summary)
-        rows = [{**r, "run_dir": None if self.run_dir is None
-                 else os.path.join(self.run_dir, r["group"])} for r in rows]
-        return SweepResult(rows, last, self.run_dir, outcomes, summary)
-
-
-def _finished_summary(run_dir: str) -> bool:
-    """A static sweep's summary.json says it ran to its end (and its table is there)."""
-    try:
-        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
-            s = json.load(f)
-        return s["status"] in ("finished", "diverged") and os.path.isfile(
-            os.path.join(run_dir, "sweep.csv"))
-    except (OSError, ValueError, TypeError, KeyError):
-        return False
+def resume_experiment(path: str | os.PathLike, **kwargs) -> Experiment:
+    """A stopped run or sweep at `path` as an `Experiment` ready to run, with the controller
+    its search strategy needs (read from its checkpoint); `kwargs` as
+    `Experiment.from_checkpoint`'s."""
+    ckpt = load_checkpoint(path, env=kwargs.get("env"), env_params=kwargs.get("env_params"))
+    record = ckpt.record
+    controller = controller_for(ckpt.config, record, ckpt.num_runs)
+    if controller is not None:
+        strategy = STRATEGIES[record.strategy]
+        if strategy.one_device and (kwargs.get("mesh") is not None
+                                    or kwargs.get("devices") is not None):
+            raise UsageError(f"--search {strategy.name} runs on one device; drop --devices")
+    return Experiment.from_checkpoint(path, checkpoint=ckpt, controller=controller, **kwargs)

@@ -1,0 +1,73 @@
+"""The `jaxppo` command: the parser over one module per verb, and the exit codes.
+
+    jaxppo train --config configs/cartpole.yaml [--seeds 8] [--set lr=1e-3]
+    jaxppo sweep --config configs/cartpole.yaml --grid lr=1e-4,3e-4,1e-3 --seeds 4
+    jaxppo sweep --config configs/cartpole.yaml --search random --trials 16 --space lr=1e-4:1e-2:log
+    jaxppo sweep --config configs/cartpole.yaml --search pbt --population 16 --space lr=1e-4:1e-2:log
+    jaxppo sweep --config configs/cartpole.yaml --search halving --trials 9 --space lr=1e-4:1e-2:log
+    jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
+    jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
+    jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
+    jaxppo config --list                                         (every config key)
+
+Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM, SIGHUP) saves a
+checkpoint at the next chunk boundary and exits with 128 + the signal; `--resume RUN_DIR`
+continues. A run whose env output, normaliser, loss, gradients or parameters turn NaN/Inf (or
+whose env's action mask allows nothing) stops at the next chunk boundary with status 3, keeping
+its logs and the last good checkpoint; the line names the source and its fix.
+
+A verb is a module with `add_parser(sub)` (which sets `func`): add it to `VERBS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jaxppo._xla import setup_compilation_cache
+from jaxppo.cli import compare, config, eval, report, sweep, train
+from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
+from jaxppo.run.files import PipeSafe
+
+VERBS = (train, sweep, compare, eval, report, config)
+"""The verbs, in the order `jaxppo --help` lists them."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the full usage is one `--help` away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: `jaxppo VERB ...`."""
+    p = _Parser(prog="jaxppo", description="PPO compiled into one lax.scan.")
+    p.add_argument("--no-cache", action="store_true",
+                   help="skip JAX's persistent compilation cache")
+    sub = p.add_subparsers(dest="command", required=True)
+    for verb in VERBS:
+        verb.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse itself exits 2 with one usage line on bad flags
+    setup_compilation_cache(not args.no_cache)
+    stdout, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
+    try:
+        return args.func(args)
+    except (ConfigError, UsageError, CheckpointError, EnvError) as e:
+        print(f"jaxppo {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # before a run started (a run's own interrupt: common.run_experiment)
+        print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
+        return 130
+    finally:
+        sys.stdout.flush()  # while a closed reader is still caught
+        sys.stdout = stdout
+
+
+__all__ = ["main", "build_parser"]
+

@@ -1,0 +1,208 @@
+"""What the CLI's verbs share: argument types, the flags of the verbs that start runs, the
+header lines, running an `Experiment` with one line for every way it can end early, and the
+text of returns. Library code returns notes; here they become `note: ...` lines on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+import jax
+
+from jaxppo.errors import UsageError
+from jaxppo.run.distributed import is_main_process, join_processes, make_mesh
+from jaxppo.run.divergence import describe_divergence
+from jaxppo.run.events import Callback, RunInfo
+from jaxppo.run.experiment import Experiment
+from jaxppo.run.logs.wandb import WandbLogger
+from jaxppo.search.strategies import OPTIONS
+
+EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
+
+
+def print_note(note: str) -> None:
+    """A run's note, as the CLI shows it: one `note: ...` line on stderr."""
+    print(f"note: {note}", file=sys.stderr, flush=True)
+
+
+def positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a positive integer, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {value}")
+        return value
+    return parse
+
+
+def require_config(args) -> str:
+    if not args.config:
+        raise UsageError(f"--config is required (e.g. --config {EXAMPLE_CONFIG})")
+    return args.config
+
+
+def setup_devices(args):
+    """Join a multi-process run if asked (before any JAX computation), then build the device
+    mesh for `--devices`; None means one device, no sharding."""
+    join_processes(args.coordinator_address, args.num_processes, args.process_id)
+    if args.devices is None and jax.process_count() == 1:
+        if args.shard != "seeds":
+            raise UsageError("--shard needs --devices N|all")
+        return None
+    return make_mesh(args.devices or "all")
+
+
+def num_text(x: float) -> str:
+    """A return to print: one decimal for CartPole's 500.0, three digits for MiniGrid's 0.961."""
+    return f"{x:.1f}" if abs(x) >= 10 or x == 0 else f"{x:.3g}"
+
+
+def final_return_text(s: dict) -> str:
+    """summary.json's final return as text; "none" for seeds in which no episode ended."""
+    n, missing = len(s["final_return"]), s["runs_without_return"]
+    bad = s.get("runs_nonfinite_return", 0)
+    none = f"no episode ended in {s['env_steps']:,} steps"
+    why = [f"none for {missing} of {n} seeds: {none}"] if missing else []
+    why += [f"NaN/Inf for {bad} of {n} seeds: diverged"] if bad else []
+    if s["final_return_mean"] is None:
+        return f"none ({'; '.join(why) if bad else none})"
+    have = n - missing - bad
+    text = num_text(s["final_return_mean"])
+    if have > 1:
+        text += f" ± {num_text(s['final_return_std'])} over {have} seeds"
+    return text + (f" ({'; '.join(why)})" if why else "")
+
+
+class Header(Callback):
+    """The CLI's first lines: what runs where, the compile time (when no progress display says
+    it), and where a resumed run picks up."""
+
+    def __init__(self, what: str, progress: bool):
+        self.what, self.progress = what, progress
+
+    def on_start(self, info: RunInfo) -> None:
+        c = info.config
+        where = f" | {info.description}" if info.description else ""
+        print(f"{self.what} | {c.env_steps:,} steps ({c.num_updates} updates of "
+              f"{c.batch_size}){where} | run dir {info.run_dir}", flush=True)
+
+    def on_compiled(self, info: RunInfo, compile_s: float) -> None:
+        if not self.progress:
+            print(f"compiled in {compile_s:.1f} s ({info.chunk_updates} updates per chunk)",
+                  flush=True)
+        if info.start_update:
+            print(f"resuming at update {info.start_update}/{info.config.num_updates}", flush=True)
+
+
+def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = None):
+    """Run `exp` with the CLI's own callbacks; `(result, None)`, or `(None, exit status)` after
+    one line for a run stopped at once (a second signal) or a file system failure. `resume_dir`:
+    what `--resume` continues, when not the run's own directory (a static sweep's)."""
+    if is_main_process():
+        extra = [WandbLogger(project=args.wandb_project)] if args.wandb else []
+        exp.callbacks = [Header(what, exp.progress), *exp.callbacks, *extra]
+    try:
+        return exp.run(), None
+    except KeyboardInterrupt as e:  # a second signal (StopNow), or Ctrl-C while compiling
+        signum = getattr(e, "signum", signal.SIGINT)
+        problem, code = f"stopped at once by {signal.Signals(signum).name}", 128 + signum
+    except OSError as e:
+        where = e.filename or exp.last_run_dir
+        problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
+    run_dir = exp.last_run_dir
+    sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
+                  f"--resume {resume_dir}" if resume_dir else "")
+    if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
+        print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
+              f"continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
+              file=sys.stderr)
+    elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
+        print(f"jaxppo {args.command}: error: {problem}; the logs are kept in {run_dir} (no "
+              f"checkpoint had been saved yet){sweep_rest}", file=sys.stderr)
+    else:
+        gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
+        group = " in this group" if resume_dir else ""
+        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{group}{gone}"
+              f"{sweep_rest}", file=sys.stderr)
+    return None, code
+
+
+def stopped(result, command: str, resume_dir: str | None = None) -> int | None:
+    """The exit status (after one line) of a run that stopped early; None if it finished.
+    `resume_dir`: what `--resume` continues, when not the run's own directory."""
+    if result.diverged is not None and command == "train":  # a sweep goes on: cmd_sweep
+        what, fix = describe_divergence(result.diverged, result.config)
+        kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
+                f"{result.run_dir}" if result.good_update else
+                f"no finite state was reached to checkpoint (the logs are in {result.run_dir})")
+        print(f"jaxppo {command}: error: {what}; {kept}; {fix}", file=sys.stderr)
+        return 3
+    if result.stop_signal is not None:
+        name = signal.Signals(result.stop_signal).name
+        print(f"stopped by {name} at update {result.update}/{result.config.num_updates}; "
+              f"checkpoint saved. Continue with: jaxppo {command} --resume "
+              f"{resume_dir or result.run_dir}",
+              file=sys.stderr)
+        return 128 + result.stop_signal
+    return None
+
+
+def refuse_repair_log(args) -> None:
+    if args.repair_log:
+        raise UsageError("--repair-log repairs the metrics.csv of a run being resumed; use it "
+                         "with --resume RUN_DIR")
+
+
+def say_rebuilt(result) -> None:
+    """The line for a resume of a finished run that only rebuilt its missing results."""
+    print(f"run '{result.run_dir}' had finished (update {result.update}/"
+          f"{result.config.num_updates}); rebuilt {', '.join(result.rebuilt)} from its "
+          "checkpoint's running account, nothing was trained")
+
+
+def refuse_with_resume(args) -> None:
+    """`--resume` with a flag that would start something else: one line naming the flags."""
+    flags = ("config", "set", "seeds", "seed", "run_name", "logdir", "search", *OPTIONS)
+    given = [f"--{f.replace('_', '-')}" for f in flags if getattr(args, f, None)]
+    if given:
+        raise UsageError(f"--resume continues a run with its own config, seeds and run "
+                         f"directory: drop {', '.join(given)}")
+
+
+def add_run_args(sp) -> None:
+    """The flags every verb that starts runs takes (train, sweep)."""
+    sp.add_argument("--config", help=f"YAML config, e.g. {EXAMPLE_CONFIG}")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config key (repeatable)")
+    sp.add_argument("--seeds", type=positive_int("--seeds"), default=None,
+                    help="number of seeds, vmapped in one compiled program")
+    sp.add_argument("--seed", type=int, default=None, help="base seed (default 0)")
+    sp.add_argument("--logdir", default=None, help="parent of run directories (default runs)")
+    sp.add_argument("--run-name", default=None, help="run directory name")
+    sp.add_argument("--no-progress", action="store_true", help="no live progress output")
+    sp.add_argument("--help-config", action="store_true",
+                    help="list every config key (type, default, meaning) and exit")
+    add_no_cache(sp, shown=True)
+    sp.add_argument("--wandb", action="store_true",
+                    help="also log to Weights & Biases (pip install 'jaxppo[wandb]')")
+    sp.add_argument("--wandb-project", default="jaxppo", help="W&B project (default jaxppo)")
+    g = sp.add_argument_group("devices and hosts (jax.sharding, jax.distributed)")
+    g.add_argument("--devices", default=None, metavar="N|all",
+                   help="shard over this many devices (default: one device, no sharding)")
+    g.add_argument("--shard", choices=("seeds", "envs"), default="seeds",
+                   help="split the seeds over devices, or each seed's envs (one agent)")
+    g.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
+                   help="process 0's address, for jax.distributed.initialize")
+    g.add_argument("--num-processes", type=positive_int("--num-processes"), default=None)
+    g.add_argument("--process-id", type=int, default=None)
+
+
+def add_no_cache(sp, shown: bool = False) -> None:
+    """`--no-cache` after the verb too (`jaxppo train --no-cache`), as before it."""
+    sp.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,
+                    help="skip JAX's persistent compilation cache" if shown else argparse.SUPPRESS)

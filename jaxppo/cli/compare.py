@@ -1,0 +1,67 @@
+"""`jaxppo compare`: jaxppo side by side with Stable-Baselines3 PPO on the same config, in
+one run (the compare extra)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import jaxppo.compare.compare as cmp
+from jaxppo.cli.common import EXAMPLE_CONFIG, add_no_cache, positive_int, require_config
+from jaxppo.config import load_config, parse_overrides
+from jaxppo.errors import UsageError
+from jaxppo.run.files import check_writable
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser("compare", help="side by side with Stable-Baselines3 PPO (the compare extra)")
+    c.add_argument("--config", help=f"YAML config, e.g. {EXAMPLE_CONFIG}")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--steps", type=positive_int("--steps"), default=None,
+                   help="total_timesteps per agent (default: the config's)")
+    c.add_argument("--repeats", type=positive_int("--repeats"), default=3,
+                   help="runs per system; SPS and times are medians (default 3)")
+    c.add_argument("--seeds", type=positive_int("--seeds"), default=None,
+                   help="vmapped seeds for the 'jaxppo-seeds' system (default 16)")
+    c.add_argument("--systems", default=",".join(cmp.SYSTEMS),
+                   help=f"comma-separated subset of {','.join(cmp.SYSTEMS)}")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", default=None, help="output directory (default runs/compare__...)")
+    c.add_argument("--warm-cache", action="store_true",
+                   help="let jaxppo use its persistent compilation cache (default: cold compiles)")
+    add_no_cache(c)
+    c.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(args) -> int:
+    overrides = parse_overrides(args.set)
+    if args.steps is not None:
+        overrides["total_timesteps"] = args.steps
+    config = load_config(require_config(args), overrides)
+    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    unknown = [s for s in systems if s not in cmp.SYSTEMS]
+    if unknown or not systems:
+        raise UsageError(f"--systems: unknown {unknown or 'empty list'}; choose from "
+                         f"{','.join(cmp.SYSTEMS)}")
+    out_dir = args.out or os.path.join(
+        "runs", f"compare__{config.env_id}__{time.strftime('%Y%m%d-%H%M%S')}")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UsageError(f"--out {out_dir!r} is a file; pass a directory")
+    try:  # before any run: an unwritable --out is found now, not after an hour of runs
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out_dir!r}: cannot create it ({e.strerror}); pass a writable "
+                         "directory") from None
+    check_writable(os.path.join(out_dir, "compare.md"), "--out")
+    try:
+        md = cmp.compare_and_report(config, out_dir, repeats=args.repeats, seeds=args.seeds or 16,
+                                    systems=systems, seed=args.seed, warm_cache=args.warm_cache,
+                                    echo=lambda m: print(m, flush=True))
+    except RuntimeError as e:
+        print(f"jaxppo compare: error: {e}", file=sys.stderr)
+        return 1
+    print()
+    print(md)
+    print(f"wrote {out_dir}/compare.md, compare.csv, compare.png")
+    return 0

@@ -1,0 +1,113 @@
+"""`jaxppo eval RUN_DIR`: play a run's checkpoint (every agent in one program, or
+`--agent M`), write eval.json, and render an episode to a GIF or Brax's HTML viewer."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import jax
+
+from jaxppo.cli.common import add_no_cache, positive_int
+from jaxppo.errors import UsageError
+from jaxppo.policy.policy import evaluate, load_policy
+from jaxppo.policy.render import NoRenderer, render_gif, render_html
+from jaxppo.run.files import check_writable
+from jaxppo.run.rundir import run_dir_of
+from jaxppo.search.static_sweep import is_static_sweep
+
+
+def add_parser(sub) -> None:
+    e = sub.add_parser("eval", help="evaluate a run's checkpoint (every seed in one program)")
+    e.add_argument("run_dir")
+    e.add_argument("--episodes", type=positive_int("--episodes"), default=10)
+    e.add_argument("--deterministic", dest="deterministic", action="store_true", default=True)
+    e.add_argument("--stochastic", dest="deterministic", action="store_false")
+    e.add_argument("--gif", metavar="PATH", help="render one episode to a GIF")
+    e.add_argument("--html", metavar="PATH",
+                   help="write one episode as Brax's interactive 3D viewer (Brax envs only)")
+    e.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0)")
+    e.add_argument("--agent", type=int, default=None, metavar="M",
+                   help="only agent M of a multi-seed run or sweep (a row's runs, a PBT member); "
+                        "its return, and its GIF/HTML (default: every agent, GIF of agent 0)")
+    e.add_argument("--no-json", dest="json", action="store_false",
+                   help="do not write RUN_DIR/eval.json (per-seed returns)")
+    add_no_cache(e)
+    e.set_defaults(func=cmd_eval)
+
+
+def eval_return_text(returns, completed, per_seed: bool = False) -> str:
+    """The mean ± std of the completed episodes' returns; a cut-off episode (still running at
+    the step cap) is counted apart, and "none" is all there is when none completed."""
+    n, cut = returns.size, int((~completed).sum())
+    if cut == n:
+        return f"none (all {n} episodes cut off)"
+    done = returns[completed]
+    text = f"{done.mean():.2f} ± {done.std():.2f}"
+    if not per_seed:
+        text += f" over {done.size} {'completed ' if cut else ''}episodes"
+    return text + (f" ({cut} of {n} cut off)" if cut else "")
+
+
+def cmd_eval(args) -> int:
+    if is_static_sweep(args.run_dir):
+        first = sorted(d for d in os.listdir(args.run_dir)
+                       if os.path.isdir(os.path.join(args.run_dir, d, "checkpoint")))
+        raise UsageError(f"'{args.run_dir}' is a sweep over static settings: each static "
+                         "setting is a run directory of its own (sweep.csv: group); evaluate "
+                         f"one: jaxppo eval {os.path.join(args.run_dir, (first or ['GROUP'])[0])}")
+    for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
+        if path is not None:  # '' too: an empty path is bad input, not "no GIF"
+            check_writable(path, what)  # before any episode is played
+    out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
+    if out is not None and os.path.isdir(run_dir_of(args.run_dir)):
+        try:
+            check_writable(out, "eval.json")
+        except UsageError as e:
+            print(f"note: {e} (or --no-json); evaluating without it", file=sys.stderr)
+            out = None
+    res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
+                   out=out)
+    mode = "deterministic" if args.deterministic else "stochastic"
+    done = res.completed  # an episode cut off at the step cap has no return, only a sum
+    agent = 0 if args.agent is None else args.agent
+    per_run = res.updates_per_run or [res.update] * res.returns.shape[0]
+    ragged = len(set(per_run)) > 1  # a halving sweep: agents stopped at their rungs
+    update = res.update
+    if args.agent is not None:  # one agent of a sweep (a PBT member, a row's `runs` entry)
+        if not 0 <= args.agent < res.returns.shape[0]:
+            raise UsageError(f"--agent {args.agent}: this run has agents 0.."
+                             f"{res.returns.shape[0] - 1} (a sweep row's runs, a PBT member)")
+        one = slice(agent, agent + 1)
+        res = res._replace(returns=res.returns[one], lengths=res.lengths[one],
+                           cut_off=None if res.cut_off is None else res.cut_off[one],
+                           updates_per_run=per_run[one])
+        update = per_run[agent]
+        done = res.completed
+        print(f"agent {agent}:", end=" ")
+    elif res.returns.shape[0] > 1:
+        for r, ret in enumerate(res.returns):
+            went = f" (update {per_run[r]})" if ragged else ""
+            print(f"seed {r}: {eval_return_text(ret, done[r], per_seed=True)}{went}")
+    print(f"{res.env_id} ({mode}, update {update}): return "
+          f"{eval_return_text(res.returns, done)}")
+    if not done.all():
+        print(f"note: {int((~done).sum())} of {done.size} episodes were still running at the "
+              f"evaluation's cap of {res.max_steps} steps (the env states no shorter time "
+              "limit; set max_episode_steps to give it one): cut off, left out of the mean, "
+              "marked in eval.json (cut_off)", file=sys.stderr)
+    for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
+        if not path:
+            continue
+        policy = load_policy(args.run_dir, agent)
+        try:
+            length = render(policy.config, policy.train_state, jax.random.key(args.seed), path,
+                            args.deterministic)
+        except NoRenderer as e:  # the evaluation stands: one line, its exit status
+            print(f"jaxppo eval: {flag}: {e}; no GIF written", file=sys.stderr)
+            continue
+        except RuntimeError as e:
+            print(f"jaxppo eval: {flag}: {e}", file=sys.stderr)
+            return 1
+        print(f"wrote {path} ({length} steps)")
+    return 0

@@ -1,0 +1,65 @@
+"""`jaxppo train`: one config, N seeds in one compiled program; `--resume` continues a
+stopped run."""
+
+from __future__ import annotations
+
+from jaxppo.cli.common import (
+    add_run_args,
+    final_return_text,
+    positive_int,
+    refuse_repair_log,
+    refuse_with_resume,
+    require_config,
+    run_experiment,
+    say_rebuilt,
+    setup_devices,
+    stopped,
+)
+from jaxppo.cli.config import list_config
+from jaxppo.config import load_config, parse_overrides
+from jaxppo.run.distributed import is_main_process
+from jaxppo.run.experiment import Experiment
+
+
+def add_parser(sub) -> None:
+    t = sub.add_parser("train", help="train one config (N seeds at once)")
+    add_run_args(t)
+    t.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
+                   metavar="UPDATES", help="save a checkpoint every this many updates")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
+    t.add_argument("--repair-log", action="store_true",
+                   help="with --resume: keep a damaged metrics.csv's good rows and record the "
+                        "rows it lost (they cannot be recreated) instead of refusing")
+    t.set_defaults(func=cmd_train)
+
+
+def cmd_train(args) -> int:
+    if args.help_config:
+        return list_config()
+    mesh = setup_devices(args)  # before any JAX computation
+    opts = dict(progress=not args.no_progress, mesh=mesh, shard=args.shard,
+                checkpoint_every=args.checkpoint_every)
+    if args.resume:
+        refuse_with_resume(args)
+        exp = Experiment.from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
+    else:
+        refuse_repair_log(args)
+        config = load_config(require_config(args), parse_overrides(args.set))
+        exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
+                         logdir=args.logdir or "runs", run_name=args.run_name, **opts)
+    result, code = run_experiment(exp, args, f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)")
+    if result is None:
+        return code
+    if result.rebuilt:
+        say_rebuilt(result)
+        return 0
+    code = stopped(result, "train")
+    if code is not None or not is_main_process():
+        return code or 0
+    s = result.summary
+    if result.solved:
+        print(f"{exp.config.env_id} solved in {result.solved['wall_s']:.1f} s after "
+              f"{result.solved['episodes']:,.0f} episodes ({result.solved['env_steps']:,} steps)")
+    print(f"final return: {final_return_text(s)} | {s['sps']:,.0f} SPS "
+          f"| compile {s['compile_s']:.1f} s | wall {s['wall_s']:.1f} s")
+    return 0

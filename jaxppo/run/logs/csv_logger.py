@@ -1,0 +1,55 @@
+"""`metrics.csv`'s writer: one row per update per run, on a thread of its own. A resumed run
+first cuts the file back to its checkpoint's update, so a run stopped hard (kill -9) and
+resumed has each update once."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import numpy as np
+
+from jaxppo.run.events import ChunkEvent, RunInfo
+from jaxppo.run.files import write_atomic
+from jaxppo.run.logs.audit import kept_rows
+from jaxppo.run.logs.background import BackgroundWriter
+from jaxppo.run.logs.metrics_csv import CSV_HEADER, CSV_METRICS, EPISODE_METRICS
+
+
+def _fmt(metric: str, value: float, episodes: float) -> str:
+    if metric in EPISODE_METRICS and episodes <= 0:
+        return ""
+    return f"{value:.6g}"
+
+
+class CsvLogger(BackgroundWriter):
+    """`metrics.csv`: one row per update per run. A resumed run first cuts the file back to the
+    checkpoint's update, so a run stopped hard (kill -9) and resumed has each update once."""
+
+    def on_start(self, info: RunInfo) -> None:
+        path = os.path.join(info.run_dir, "metrics.csv")
+        if info.start_update > 0 and os.path.exists(path):
+            write_atomic(path, kept_rows(path, info.start_update, info.num_runs))
+            self._file = open(path, "a", newline="", encoding="utf-8")
+            self._csv = csv.writer(self._file)
+        else:
+            self._file = open(path, "w", newline="", encoding="utf-8")
+            self._csv = csv.writer(self._file)
+            self._csv.writerow(CSV_HEADER)
+            self._file.flush()
+        self._start_writer()
+
+    def _write(self, event: ChunkEvent) -> None:
+        m = event.metrics
+        R, C = m["episodes"].shape
+        runs = range(R) if event.active is None else np.flatnonzero(event.active)
+        for j in range(C):
+            for r in runs:
+                self._csv.writerow([event.first_update + j + 1, r, int(m["env_steps"][r, j]),
+                                    f"{event.wall_s:.3f}",
+                                    *(_fmt(k, float(m[k][r, j]), m["episodes"][r, j])
+                                      for k in CSV_METRICS)])
+        self._file.flush()
+
+    def _close(self) -> None:
+        self._file.close()

@@ -1,0 +1,93 @@
+"""A run directory's life outside its logs: making a new one (never reusing a name),
+finding it from a path a user gives, writing its `config.yaml`, refusing a config.yaml edited
+since the run started, and listing the result files a finished run lacks (which a resume
+rebuilds from the checkpoint instead of training)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import yaml
+
+from jaxppo.config import PPOConfig, config_from_dict
+from jaxppo.errors import ConfigError, UsageError
+from jaxppo.run.checkpoint import checkpoint_path
+from jaxppo.run.files import check_run_name, write_atomic
+from jaxppo.run.summary import summary_problem
+from jaxppo.run.sweep_table import sweep_csv_problem
+
+
+def default_run_name(config: PPOConfig, runs: int) -> str:
+    """`<env>__<time>__<N>seeds`: the env id flattened (a '/' or ':' would nest folders)."""
+    name = f"{re.sub(r'[/:]', '_', config.env_id)}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
+    return name + ("s" if runs > 1 else "")
+
+
+def make_run_dir(logdir: str, name: str | None, config: PPOConfig, runs: int) -> str:
+    """A new directory under `logdir` (never an existing one: `-2`, `-3`, ... are appended)."""
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        raise UsageError(f"--logdir {logdir!r} is a file; pass a directory")
+    run_dir = os.path.join(logdir, check_run_name(name or default_run_name(config, runs)))
+    base, i = run_dir, 1
+    while os.path.lexists(run_dir):
+        i += 1
+        run_dir = f"{base}-{i}"
+    try:
+        os.makedirs(run_dir)
+    except OSError as e:
+        raise UsageError(f"cannot create run directory {run_dir!r}: {e.strerror}; "
+                         "pass a writable --logdir") from None
+    return run_dir
+
+
+def run_dir_of(path: str | os.PathLike) -> str:
+    """The run directory of a path given to resume or eval: the run dir itself, its
+    `checkpoint/` folder or the checkpoint file (relative paths stay relative)."""
+    return os.path.dirname(os.path.dirname(checkpoint_path(path))) or "."
+
+
+def write_config(run_dir: str, config: PPOConfig) -> None:
+    write_atomic(os.path.join(run_dir, "config.yaml"),
+                 yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+
+def check_config_file(run_dir: str, config: PPOConfig) -> None:
+    """A resumed run continues with its checkpoint's config; a `config.yaml` edited since would
+    be silently ignored, so it is refused (one line, naming the keys that differ)."""
+    path = os.path.join(run_dir, "config.yaml")
+    if not os.path.isfile(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            on_disk = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        on_disk = None
+    saved = config.to_dict()
+    if not isinstance(on_disk, dict):
+        raise UsageError(f"'{path}' is not the config this run was started with (unreadable); "
+                         "restore it (the checkpoint holds the run's config) or delete it")
+    try:  # a file from an older jaxppo lacks newer keys: compare with defaults filled in
+        on_disk = config_from_dict(on_disk, source=path).to_dict()
+    except ConfigError:
+        pass  # compared raw: every key that differs is named
+    changed = sorted(k for k in set(saved) | set(on_disk) if on_disk.get(k) != saved.get(k))
+    if changed:
+        raise UsageError(f"'{path}' was edited since the run started ({', '.join(changed)}); a "
+                         "resumed run keeps its own config: undo the edit, or start a new run "
+                         "with --config")
+
+
+def missing_results(run_dir: str, settings: list | None) -> list[tuple[str, str]]:
+    """The result files a finished run lacks, as (name, what is wrong with the one there, ""
+    when there is none), when its summary.json (or a sweep's sweep.csv) is among them: a run
+    killed between its last checkpoint and writing them, or a file damaged since."""
+    names = ["summary.json", "curve.png", *(["sweep.csv", "sweep.png"] if settings else [])]
+    missing = [(n, "") for n in names if not os.path.exists(os.path.join(run_dir, n))]
+    for name, check in (("summary.json", summary_problem), ("sweep.csv", sweep_csv_problem)):
+        path = os.path.join(run_dir, name)
+        if name in names and os.path.exists(path):
+            why = check(path, settings)
+            missing += [(name, why)] if why else []
+    return missing if {"summary.json", "sweep.csv"} & {n for n, _ in missing} else []
