@@ -21,9 +21,9 @@ from jaxppo import ConfigError, load_config, load_policy
 from jaxppo.cli import main
 from jaxppo.config.schema import parse_overrides
 from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.driver import ChunkResult
 from jaxppo.run.logs.metrics_csv import read_metrics_csv
 from jaxppo.search import random_search, rung_ends, rung_sizes, select
-from jaxppo.run.driver import ChunkResult
 from jaxppo.search.halving import HalvingController, min_updates, setting_scores, setting_updates
 from jaxppo.search.sweep import resume_sweep, sweep
 
