@@ -31,7 +31,7 @@ import numpy as np
 import yaml
 
 from jaxppo.config.schema import Hparams, PPOConfig, config_from_dict
-from jaxppo.core.train import NONFINITE_SOURCES
+from jaxppo.core.metrics import NONFINITE_SOURCES
 from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of

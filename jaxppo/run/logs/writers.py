@@ -25,28 +25,12 @@ import numpy as np
 import yaml
 
 from jaxppo.config.schema import PPOConfig
-from jaxppo.core.train import ENV_METRIC_PREFIX, METRIC_NAMES
+from jaxppo.core.metrics import ENV_METRIC_PREFIX, EPISODE_METRICS, METRIC_NAMES, TB_TAGS
 from jaxppo.errors import UsageError
 from jaxppo.plots import plot_curve
 from jaxppo.run.callbacks import Callback, ChunkEvent, RunInfo, RunResult, setting_label
 from jaxppo.run.files import write_atomic
 
-TB_TAGS = {
-    "episodic_return": "charts/episodic_return",
-    "episodic_length": "charts/episodic_length",
-    "episodes": "charts/episodes",
-    "learning_rate": "charts/learning_rate",
-    "policy_loss": "losses/policy_loss",
-    "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy",
-    "approx_kl": "losses/approx_kl",
-    "old_approx_kl": "losses/old_approx_kl",
-    "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance",
-    "grad_norm": "losses/grad_norm",
-    "minibatch_fraction": "losses/minibatch_fraction",
-}
-EPISODE_METRICS = ("episodic_return", "episodic_length")  # only where an episode ended
 CSV_METRICS = tuple(k for k in METRIC_NAMES if k != "env_steps")
 CSV_HEADER = ["update", "run", "env_steps", "wall_s", *CSV_METRICS]
 
