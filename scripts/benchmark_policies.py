@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxppo import PPOConfig, load_config, make_train
 from jaxppo._xla import compiler_options
-from jaxppo.core.networks import CONV_STACKS, conv_as_matmul
+from jaxppo.core.torsos import CONV_STACKS, conv_as_matmul
 from jaxppo.machine import describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

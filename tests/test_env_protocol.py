@@ -16,7 +16,7 @@ from flax import struct
 import jaxppo
 from jaxppo import ConfigError, Experiment, PPOConfig, make_train
 from jaxppo.cli import main
-from jaxppo.core.networks import Categorical, MultiCategorical, mask_logits
+from jaxppo.core.distributions import Categorical, MultiCategorical, mask_logits
 from jaxppo.envs import MultiDiscrete, VecEnv, check_env_id, inspect_env
 from jaxppo.envs.probes import Constant
 from jaxppo.envs.spaces import Box, Discrete

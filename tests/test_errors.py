@@ -258,7 +258,7 @@ def test_memory_does_not_grow_with_total_timesteps(tiny_config):
     """The scan's working memory is the same for 6 and 96 updates; only the [U] metrics grow."""
     import dataclasses
 
-    from jaxppo.core.train import METRIC_NAMES
+    from jaxppo.core.metrics import METRIC_NAMES
 
     def analysis(updates):
         config = dataclasses.replace(tiny_config, total_timesteps=tiny_config.batch_size * updates)

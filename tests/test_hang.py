@@ -3,7 +3,7 @@
 jaxlib 0.10's CPU LAPACK kernels split a batched call (a QR of one matrix per vmapped seed) over
 XLA:CPU's thread pool from inside a thread of that pool, then block until the pieces finish; two
 such calls at once on a 2-thread pool wait for work no thread is left to run. Orthogonal init is
-such a QR, so jaxppo draws each member's init in turn (`jaxppo.core.networks.orthogonal`)."""
+such a QR, so jaxppo draws each member's init in turn (`jaxppo.core.torsos.orthogonal`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_vmapped_programs_hold_no_batched_lapack_call(tiny_config, change):
 
 HANGS = """
 import jax, jaxppo
-from jaxppo.core.networks import orthogonal
+from jaxppo.core.torsos import orthogonal
 init = orthogonal(2 ** 0.5)
 draw = jax.jit(jax.vmap(lambda k: [init(kk, (512, 512)) for kk in jax.random.split(k, 4)]))
 keys = jax.random.split(jax.random.key(0), 2)

@@ -70,7 +70,7 @@ def test_advantage_normalization():
 
 def test_every_loss_statistic_is_a_metric_the_memory_estimate_counts():
     from jaxppo.core.loss import LossInfo
-    from jaxppo.core.train import METRIC_NAMES
+    from jaxppo.core.metrics import METRIC_NAMES
     from jaxppo.run.memory import _METRICS_PER_UPDATE
 
     assert set(LossInfo._fields) - {"total_loss"} <= set(METRIC_NAMES)

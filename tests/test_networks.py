@@ -9,14 +9,9 @@ import numpy as np
 import pytest
 
 from jaxppo import PPOConfig
-from jaxppo.core.networks import (
-    Categorical,
-    Conv,
-    DiagGaussian,
-    init_params,
-    make_network,
-    orthogonal,
-)
+from jaxppo.core.distributions import Categorical, DiagGaussian
+from jaxppo.core.networks import init_params, make_network
+from jaxppo.core.torsos import Conv, check_torso, orthogonal
 from jaxppo.envs import Box, VecEnv
 from jaxppo.envs.probes import ProbeState, _Probe
 
@@ -96,7 +91,6 @@ def test_cnn_torso_reads_images_as_images():
 
 def test_nature_cnn_torso_and_one_line_for_the_wrong_observations():
     from jaxppo import ConfigError
-    from jaxppo.core.networks import check_torso
 
     big = PPOConfig(env_id="Breakout-MinAtar", torso="nature_cnn", hidden_sizes=(32,))
     check_torso(big, (84, 84, 4))  # fits

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from jaxppo import Hparams, PPOConfig, make_train
-from jaxppo.core.train import (
+from jaxppo.core.metrics import METRIC_NAMES
+from jaxppo.core.shuffle import (
     BITONIC_MAX_ROWS,
     BITONIC_MIN_AGENTS,
-    METRIC_NAMES,
     SORT_KEY_INDEX_BITS,
     bitonic_sort,
     epoch_permutations,

@@ -29,7 +29,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from jaxppo.core.networks import CONV_STACKS
+from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import make_env
 
 MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
@@ -116,7 +116,7 @@ def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
 
 
 class ConvTorso(BaseFeaturesExtractor):
-    """jaxppo's conv torso (`networks.CONV_STACKS[torso]`: VALID padding, ReLU after each conv,
+    """jaxppo's conv torso (`torsos.CONV_STACKS[torso]`: VALID padding, ReLU after each conv,
     then the flatten) over channel-last observations [B, H, W, C]. The flatten runs over
     (H, W, C) as flax's does, so a weight copied across would line up."""
 

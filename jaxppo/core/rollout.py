@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxppo.core.collectives import fold_device
-from jaxppo.core.networks import draw_action_noise, is_recurrent
+from jaxppo.core.distributions import draw_action_noise
+from jaxppo.core.networks import is_recurrent
 from jaxppo.core.normalize import NormalizerState, rms_normalize, rms_update
 from jaxppo.envs import EnvState, EnvStep, StepRandomness, VecEnv
 

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from jaxppo.config import PPOConfig
-from jaxppo.core.train import NONFINITE_SOURCES
+from jaxppo.core.metrics import NONFINITE_SOURCES
 from jaxppo.run.events import Divergence
 from jaxppo.run.logs.metrics_csv import parse_metrics_log
 

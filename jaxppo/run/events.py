@@ -26,7 +26,7 @@ from jaxppo.run.stats import RunStats
 
 class Divergence(NamedTuple):
     """Where a run first went non-finite: run index, update (from 1, as the CSV counts) and
-    the source (`jaxppo.core.train.NONFINITE_SOURCES`: env_obs, env_reward, action_mask,
+    the source (`jaxppo.core.metrics.NONFINITE_SOURCES`: env_obs, env_reward, action_mask,
     normaliser, loss, params), which decides the fix."""
 
     run: int

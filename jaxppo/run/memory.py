@@ -21,13 +21,15 @@ from typing import NamedTuple
 import jax
 
 from jaxppo.config.schema import PPOConfig
-from jaxppo.core.networks import CONV_STACKS, init_params, make_network
+from jaxppo.core.metrics import METRIC_NAMES
+from jaxppo.core.networks import init_params, make_network
+from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import VecEnv
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
 
 SKIP_ENV_VAR = "JAXPPO_SKIP_MEMORY_CHECK"
-_METRICS_PER_UPDATE = 18  # float32 scalars per update (METRIC_NAMES and a little slack)
+_METRICS_PER_UPDATE = len(METRIC_NAMES) + 2  # float32 scalars per update, and a little slack
 
 
 class MemoryEstimate(NamedTuple):

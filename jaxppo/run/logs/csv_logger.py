@@ -9,11 +9,12 @@ import os
 
 import numpy as np
 
+from jaxppo.core.metrics import EPISODE_METRICS
 from jaxppo.run.events import ChunkEvent, RunInfo
 from jaxppo.run.files import write_atomic
 from jaxppo.run.logs.audit import kept_rows
 from jaxppo.run.logs.background import BackgroundWriter
-from jaxppo.run.logs.metrics_csv import CSV_HEADER, CSV_METRICS, EPISODE_METRICS
+from jaxppo.run.logs.metrics_csv import CSV_HEADER, CSV_METRICS
 
 
 def _fmt(metric: str, value: float, episodes: float) -> str:

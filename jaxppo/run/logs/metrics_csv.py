@@ -15,10 +15,9 @@ import os
 
 import numpy as np
 
-from jaxppo.core.train import METRIC_NAMES
+from jaxppo.core.metrics import METRIC_NAMES
 from jaxppo.errors import UsageError
 
-EPISODE_METRICS = ("episodic_return", "episodic_length")  # only where an episode ended
 CSV_METRICS = tuple(k for k in METRIC_NAMES if k != "env_steps")
 CSV_HEADER = ["update", "run", "env_steps", "wall_s", *CSV_METRICS]
 """The file's columns, in order (a resume cuts the file back to them)."""

@@ -6,26 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
-from jaxppo.core.train import ENV_METRIC_PREFIX
+from jaxppo.core.metrics import ENV_METRIC_PREFIX, EPISODE_METRICS, TB_TAGS
 from jaxppo.run.events import ChunkEvent, RunInfo
 from jaxppo.run.logs.background import BackgroundWriter
-from jaxppo.run.logs.metrics_csv import EPISODE_METRICS
-
-TB_TAGS = {
-    "episodic_return": "charts/episodic_return",
-    "episodic_length": "charts/episodic_length",
-    "episodes": "charts/episodes",
-    "learning_rate": "charts/learning_rate",
-    "policy_loss": "losses/policy_loss",
-    "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy",
-    "approx_kl": "losses/approx_kl",
-    "old_approx_kl": "losses/old_approx_kl",
-    "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance",
-    "grad_norm": "losses/grad_norm",
-    "minibatch_fraction": "losses/minibatch_fraction",
-}
 
 
 def import_tensorboardx():

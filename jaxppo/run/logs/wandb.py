@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxppo.core.train import ENV_METRIC_PREFIX
+from jaxppo.core.metrics import ENV_METRIC_PREFIX, EPISODE_METRICS, TB_TAGS
 from jaxppo.errors import UsageError
 from jaxppo.run.events import Callback, ChunkEvent, RunInfo, RunResult
-from jaxppo.run.logs.metrics_csv import EPISODE_METRICS
-from jaxppo.run.logs.tensorboard import TB_TAGS
 
 
 class WandbLogger(Callback):

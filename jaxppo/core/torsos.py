@@ -1,0 +1,126 @@
+"""The pieces networks are built from that are not PPO's: the orthogonal initializer and the
+conv torsos (their layer stacks, a convolution XLA:CPU runs fast, the check that an
+observation fits a stack).
+
+Kept apart from `networks.py` because each carries a workaround with its own reason
+(a jaxlib QR deadlock, a slow CPU convolution) that the actor-critic modules need not know.
+
+Axis legend: B = batch, H x W = image height x width, C = channels, F = conv filters,
+k = kernel size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
+
+from jaxppo.config.schema import PPOConfig
+from jaxppo.errors import ConfigError
+
+CONV_STACKS: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "mlp": (),
+    # MinAtar (Young & Tian 2019): one 3x3 layer of 16 filters over the 10x10xC grid.
+    "cnn": ((16, 3, 1),),
+    # DQN's "Nature" stack (Mnih et al. 2015), for 64x64 and larger images.
+    "nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
+}
+"""Per torso, its conv layers as (filters, kernel, stride), VALID padding, then the flatten."""
+TORSO_HIDDEN = {"nature_cnn": (512,)}  # a dense layer the stack itself ends with
+PIXEL_TORSOS = ("nature_cnn",)
+"""Torsos that read uint8 input as 0-255 pixels and scale it to [0, 1] (DQN's and CleanRL's
+Atari convention). Other torsos take uint8 as numbers: xminigrid's and navix's symbolic grids
+are small uint8 tile ids."""
+
+
+def orthogonal(scale: float = 1.0):
+    """Flax's orthogonal initializer, except that a vmapped draw (seeds, or several networks)
+    runs one member's QR at a time instead of one batched QR.
+
+    jaxlib 0.10's CPU QR kernel splits a batch over XLA:CPU's thread pool from inside one of
+    that pool's threads and blocks until the pieces finish: two such kernels at once on a
+    2-thread pool both wait for work no thread is left to run, a deadlock at 0% CPU (vmapped
+    Craftax's 512-wide layers every time, even with jaxppo's scheduler flag; BENCHMARKS.md).
+    A member's draw is exactly the draw it makes alone, so seeds keep their values."""
+    draw_one = nn.initializers.orthogonal(scale)
+
+    def init(key: jax.Array, shape, dtype=jnp.float32) -> jax.Array:
+        @custom_vmap
+        def draw(k):
+            return draw_one(k, shape, dtype)
+
+        @draw.def_vmap
+        def _one_member_at_a_time(axis_size, in_batched, k):
+            return jax.lax.map(draw, k), True
+
+        return draw(key)
+
+    return init
+
+
+def conv_as_matmul(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    """A VALID convolution of `x` [B, H, W, C] with `kernel` [k, k, C, F] at `stride` (k a
+    multiple of it), as one matmul: space-to-depth by the stride turns it into a stride-1 conv
+    of a (k/stride)^2 kernel, whose patches are that many shifted slices side by side. The same
+    sum of products as `lax.conv`, in another order (float rounding apart); XLA:CPU runs it ~3x
+    faster than its own convolution on the Nature CNN (BENCHMARKS.md)."""
+    k, _, c, f = kernel.shape
+    b, h, w, _ = x.shape
+    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    q = k // stride
+    x = x[:, :(ho - 1) * stride + k, :(wo - 1) * stride + k, :]  # the pixels the conv reads
+    if stride > 1:
+        hh, ww = x.shape[1] // stride, x.shape[2] // stride
+        x = x.reshape(b, hh, stride, ww, stride, c).transpose(0, 1, 3, 2, 4, 5)
+        x = x.reshape(b, hh, ww, stride * stride * c)
+        kernel = kernel.reshape(q, stride, q, stride, c, f).transpose(0, 2, 1, 3, 4, 5)
+    cols = jnp.concatenate([x[:, i:i + ho, j:j + wo, :] for i in range(q) for j in range(q)],
+                           axis=-1)
+    return cols @ kernel.reshape(-1, f)
+
+
+class Conv(nn.Module):
+    """`nn.Conv` with VALID padding and the same parameters (`kernel` [k, k, C, F], `bias`),
+    computed as `conv_as_matmul` on the CPU and as XLA's convolution elsewhere (cuDNN on a GPU).
+    """
+
+    features: int
+    kernel_size: int
+    stride: int
+    dtype: jnp.dtype = jnp.float32
+    kernel_init: Any = nn.initializers.lecun_normal()
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        k, s = self.kernel_size, self.stride
+        kernel = self.param("kernel", self.kernel_init, (k, k, x.shape[-1], self.features),
+                            jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
+        x, kernel = x.astype(self.dtype), kernel.astype(self.dtype)
+        if jax.default_backend() == "cpu" and k % s == 0:
+            y = conv_as_matmul(x, kernel, s)
+        else:
+            y = jax.lax.conv_general_dilated(x, kernel, (s, s), "VALID",
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return y + bias.astype(self.dtype)
+
+
+def check_torso(config: PPOConfig, obs_shape: tuple[int, ...]) -> None:
+    """A conv torso needs (H, W, C) observations large enough for its stack: one line if not."""
+    stack = CONV_STACKS[config.torso]
+    if not stack:
+        return
+    mlp = "torso: mlp" + (" with shared_torso: false" if config.shared_torso else "") + (
+        " and hidden_sizes: [64, 64]" if not config.hidden_sizes else "")
+    if len(obs_shape) != 3:
+        raise ConfigError(f"config key 'torso': {config.torso} needs image observations "
+                          f"(H, W, C), but {config.env_id} gives shape {obs_shape}; use {mlp}")
+    h, w = obs_shape[:2]
+    for _, kernel, stride in stack:
+        h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+    if h < 1 or w < 1:
+        raise ConfigError(f"config key 'torso': {config.torso}'s conv stack does not fit "
+                          f"{obs_shape[0]}x{obs_shape[1]} images; use torso: cnn (3x3) or {mlp}")
