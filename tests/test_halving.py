@@ -19,7 +19,7 @@ from conftest import assert_sweep_refused, run_cli
 import jaxppo.run.driver
 from jaxppo import ConfigError, load_config, load_policy
 from jaxppo.cli.main import main
-from jaxppo.config.schema import parse_overrides
+from jaxppo.config import parse_overrides
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.logs.writers import read_metrics_csv
 from jaxppo.search import random_search, rung_ends, rung_sizes, select

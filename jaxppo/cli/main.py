@@ -29,7 +29,7 @@ import jax
 
 import jaxppo.compare.compare as cmp
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.config.schema import config_reference, load_config, parse_overrides
+from jaxppo.config import config_reference, load_config, parse_overrides
 from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
 from jaxppo.policy.policy import evaluate, load_policy
 from jaxppo.policy.render import NoRenderer, render_gif, render_html

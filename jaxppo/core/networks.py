@@ -20,7 +20,7 @@ import numpy as np
 from flax import struct
 from jax.custom_batching import custom_vmap
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
 
 _LOG_2PI = float(np.log(2.0 * np.pi))

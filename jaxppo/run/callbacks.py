@@ -28,7 +28,7 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.keys import keys_as_data
 from jaxppo.run.checkpoint import save_checkpoint
 from jaxppo.run.distributed import from_process_0, gather, is_main_process

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import yaml
 
-from jaxppo.config.schema import Hparams, PPOConfig, config_from_dict
+from jaxppo.config import Hparams, PPOConfig, config_from_dict
 from jaxppo.core.train import NONFINITE_SOURCES
 from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env

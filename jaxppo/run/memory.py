@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import jax
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.core.networks import CONV_STACKS, init_params, make_network
 from jaxppo.envs import VecEnv
 from jaxppo.errors import ConfigError, UsageError

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.config.schema import Hparams, PPOConfig, divisors
+from jaxppo.config import Hparams, PPOConfig, divisors
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.stats import quiet_nonfinite
 from jaxppo.search.space import Entry, check_space, draw_settings, space_record

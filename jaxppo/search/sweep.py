@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxppo.config.schema import PPOConfig, config_from_dict
+from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.callbacks import setting_label
 from jaxppo.run.driver import Driver

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import yaml
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.core.train import ENV_METRIC_PREFIX, METRIC_NAMES
 from jaxppo.errors import UsageError
 from jaxppo.plots import plot_curve
