@@ -10,7 +10,7 @@ from jaxppo._xla import apply_xla_cpu_flags
 
 apply_xla_cpu_flags()  # before anything creates the CPU backend
 
-from jaxppo.config.schema import Hparams, PPOConfig, load_config  # noqa: E402
+from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.core.gae import compute_gae  # noqa: E402
 from jaxppo.core.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 from jaxppo.envs import VecEnv, register_env  # noqa: E402

@@ -100,7 +100,7 @@ def bench_envs(cfg: PPOConfig, envs: list[int], repeats: int) -> str:
 
 def bench_split(cfg: PPOConfig, repeats: int) -> str:
     """Rollout alone vs the whole update, over all updates of the run."""
-    from jaxppo.config.schema import Hparams
+    from jaxppo.config import Hparams
     from jaxppo.core.rollout import RolloutSettings, rollout
 
     train = make_train(cfg)

@@ -277,7 +277,7 @@ def test_a_failed_log_write_is_not_swallowed(tmp_path, monkeypatch):
 
 def test_config_list_prints_every_key_with_type_default_and_meaning(capsys):
     """network, rnn_size, torso, obs_field, ... were found only in the README's prose."""
-    from jaxppo.config.schema import FIELDS, PPOConfig
+    from jaxppo.config import FIELDS, PPOConfig
 
     for argv in (["config", "--list"], ["train", "--help-config"], ["sweep", "--help-config"]):
         assert main(argv) == 0
@@ -295,7 +295,7 @@ def test_config_list_prints_every_key_with_type_default_and_meaning(capsys):
 
 
 def test_every_config_field_has_a_docstring_for_the_reference():
-    from jaxppo.config.schema import FIELDS, config_reference
+    from jaxppo.config import FIELDS, config_reference
 
     ref = config_reference()
     assert [r[0] for r in ref] == list(FIELDS) and all(r[3] for r in ref)

@@ -63,7 +63,7 @@ def test_every_hyperparameter_maps_to_sb3():
 
 
 def test_learning_rate_schedule_matches_update_by_update():
-    from jaxppo.config.schema import Hparams
+    from jaxppo.config import Hparams
     from jaxppo.core.train import learning_rate
 
     U = ODD.num_updates
@@ -249,7 +249,7 @@ def test_cnn_torso_is_jaxppos_network_in_torch():
     """Same parameter shapes and count, and with jaxppo's weights copied in, the same logits and
     values: the conv, its VALID padding, the (H, W, C) flatten and the separate actor/critic."""
     from jaxppo.compare.sb3 import ConvTorso
-    from jaxppo.config.schema import load_config
+    from jaxppo.config import load_config
     from jaxppo.core.networks import init_params, make_network
 
     config = load_config(MINATAR_CNN, {"num_envs": 2, "num_steps": 16, "total_timesteps": 32,
@@ -284,7 +284,7 @@ def test_sb3_minatar_side_runs_in_subprocesses():
     """The SB3 side end to end on MinAtar (the harness itself is tested on CartPole above):
     the env pickles into SubprocVecEnv workers and Monitor's returns reach the result."""
     from jaxppo.compare.compare import run_system
-    from jaxppo.config.schema import load_config
+    from jaxppo.config import load_config
 
     config = load_config(MINATAR_CNN, {"num_envs": 2, "num_steps": 64, "total_timesteps": 256,
                                        "num_minibatches": 2, "update_epochs": 1,

@@ -5,12 +5,21 @@ import glob
 import math
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import yaml
 
 from jaxppo import ConfigError, Hparams, PPOConfig, load_config
-from jaxppo.config.schema import config_from_dict, parse_overrides, parse_value, yaml_load
+from jaxppo.config import (
+    check_config_key,
+    config_from_dict,
+    divisors,
+    parse_overrides,
+    parse_value,
+    yaml_load,
+)
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
@@ -196,3 +205,51 @@ def test_stack_refuses_static_fields():
     assert hp.gamma.shape == (2,) and float(hp.gamma[0]) == pytest.approx(0.9)
     with pytest.raises(ConfigError, match="no settings"):
         Hparams.stack([])
+
+
+def test_parse_overrides_splits_at_the_first_equals_and_refuses_what_is_not_key_value():
+    assert parse_overrides(None) == {} and parse_overrides([]) == {}
+    assert parse_overrides([" lr =1e-3", "obs_field=a=b", "target_kl="]) == {
+        "lr": 1e-3, "obs_field": "a=b", "target_kl": None}  # an empty value is YAML's null
+    for item in ("lr", "=3"):
+        with pytest.raises(ConfigError) as e:
+            parse_overrides([item])
+        assert str(e.value) == f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)"
+    with pytest.raises(ConfigError) as e:
+        parse_overrides(["lr=[1,"])
+    assert str(e.value) == "--set lr: cannot parse value '[1,'"
+
+
+def test_yaml_load_refuses_a_duplicate_key_in_any_mapping():
+    with pytest.raises(yaml.YAMLError, match=r"duplicate key 'a' \(lines 1 and 1\)"):
+        yaml_load("env_kwargs: {a: 1, a: 2}\n")
+    with pytest.raises(yaml.YAMLError, match=r"duplicate key 'x' \(lines 2 and 3\)"):
+        yaml_load("env_params:\n  x: 1\n  x: 2\n")
+    assert yaml_load("a: {x: 1}\nb: {x: 2}\n") == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+def test_check_config_key_names_where_the_key_came_from():
+    check_config_key("lr", "--grid")
+    with pytest.raises(ConfigError) as e:
+        check_config_key("lerning_rate", "--grid")
+    assert str(e.value) == "--grid: unknown key 'lerning_rate'; did you mean 'lr'?"
+
+
+def test_divisors():
+    assert divisors(1) == [1] and divisors(12) == [1, 2, 3, 4, 6, 12] and divisors(49) == [1, 7, 49]
+    assert divisors(2**31 - 1) == [1, 2**31 - 1]  # a prime in the billions, in O(sqrt(n))
+
+
+def test_hparams_check_refuses_concrete_values_and_passes_traced_ones():
+    hp = Hparams.from_config(PPOConfig())
+    assert hp.check() is hp
+    for name, value, fix in [("gamma", 1.5, "use a value in [0, 1]"),
+                             ("lr", 0.0, "use a positive number"),
+                             ("ent_coef", -0.1, "use a number >= 0"),
+                             ("vf_coef", np.nan, "use a number >= 0")]:
+        with pytest.raises(ConfigError) as e:
+            hp._replace(**{name: jnp.float32(value)}).check()
+        assert str(e.value).startswith(f"hparams '{name}': got ") and str(e.value).endswith(f"; {fix}")
+    with pytest.raises(ConfigError, match=r"hparams 'gamma': got \[0.5, 1.5\]; use a value"):
+        hp._replace(gamma=jnp.array([0.5, 1.5])).check()  # stacked: every value is shown
+    assert float(jax.jit(lambda h: h.check().gamma)(hp._replace(gamma=jnp.float32(0.5)))) == 0.5

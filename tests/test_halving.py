@@ -19,7 +19,7 @@ from conftest import assert_sweep_refused, run_cli
 import jaxppo.run.driver
 from jaxppo import ConfigError, load_config, load_policy
 from jaxppo.cli import main
-from jaxppo.config.schema import parse_overrides
+from jaxppo.config import parse_overrides
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.driver import ChunkResult
 from jaxppo.run.logs.metrics_csv import read_metrics_csv

@@ -17,7 +17,7 @@ from conftest import assert_sweep_refused, run_cli
 
 from jaxppo import ConfigError, UsageError, load_checkpoint, load_config, load_policy
 from jaxppo.cli import main
-from jaxppo.config.schema import parse_overrides
+from jaxppo.config import parse_overrides
 from jaxppo.core.rollout import EnvCarry
 from jaxppo.core.train import RunnerState, TrainState
 from jaxppo.keys import to_host

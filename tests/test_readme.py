@@ -132,7 +132,7 @@ def test_each_readme_command_runs(index, line, workdir, stopped_run, monkeypatch
 def test_the_config_keys_table_is_generated_from_ppoconfig():
     """The README's table of config keys is `config_reference_markdown()`, character for
     character: a key added to PPOConfig (with its docstring) must be added here too."""
-    from jaxppo.config.schema import config_reference_markdown
+    from jaxppo.config import config_reference_markdown
 
     assert config_reference_markdown() in README
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import assert_sweep_refused, run_cli
 
 from jaxppo import ConfigError, PPOConfig, load_config
-from jaxppo.config.schema import parse_overrides
+from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.search import check_space, draw_settings, parse_space, random_search
 from jaxppo.search.halving import check_halving

@@ -16,7 +16,7 @@ from conftest import assert_sweep_refused, run_cli
 import jaxppo
 from jaxppo import ConfigError, load_config
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.config.schema import parse_overrides
+from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.labels import setting_label
 from jaxppo.run.driver import Driver

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
 from jaxppo.machine import describe
 from jaxppo.plots import has_bar, plot_compare

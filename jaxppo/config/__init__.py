@@ -1,14 +1,32 @@
-"""The run configuration (temporary face; replaced by the config split)."""
+"""What a run is: the validated `PPOConfig`, its traced `Hparams`, YAML loading, the key reference.
 
-from jaxppo.config.schema import (  # noqa: F401
-    Hparams,
+Below `core/` (the compiled program reads a config) and above `envs/` (a config's `env_id` is
+checked against the env sources). Code outside this package imports from here; the modules
+inside import each other by full path, so nothing cycles through this face.
+"""
+
+from jaxppo.config.hparams import Hparams
+from jaxppo.config.load import load_config, parse_overrides, parse_value, yaml_load
+from jaxppo.config.reference import config_reference, config_reference_markdown
+from jaxppo.config.schema import (
+    FIELDS,
     PPOConfig,
     check_config_key,
     config_from_dict,
-    config_reference,
-    config_reference_markdown,
     divisors,
-    load_config,
-    parse_overrides,
-    parse_value,
 )
+
+__all__ = [
+    "FIELDS",
+    "Hparams",
+    "PPOConfig",
+    "check_config_key",
+    "config_from_dict",
+    "config_reference",
+    "config_reference_markdown",
+    "divisors",
+    "load_config",
+    "parse_overrides",
+    "parse_value",
+    "yaml_load",
+]

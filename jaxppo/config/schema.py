@@ -1,28 +1,20 @@
-"""The run configuration: a frozen, validated `PPOConfig`, YAML loading, and the traced `Hparams`.
+"""The run configuration: a frozen `PPOConfig`, its coercion and validation, and unknown keys.
 
-Static settings (shapes, loop lengths, switches) live in `PPOConfig` and are fixed at trace
-time. The float hyperparameters that a sweep varies are also copied into `Hparams`, a pytree
-that `train(key, hparams)` takes as an argument, so one compile serves a whole vmapped sweep.
+Static settings (shapes, loop lengths, switches) live in `PPOConfig` and are fixed at trace time;
+every way a config is made (`PPOConfig(...)`, a YAML file, a checkpoint's dict, `--set`) ends in
+`__post_init__`, so a bad value is refused once, here, in one line that names its key.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import inspect
 import math
 import numbers
-import os
-import re
-import textwrap
 import typing
-from typing import Any, NamedTuple
+from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import yaml
 
 from jaxppo.envs import check_env_id
 from jaxppo.envs.resets import RESETS
@@ -159,74 +151,23 @@ class PPOConfig:
         _validate(self)
 
     def __hash__(self) -> int:  # env_kwargs is a dict: hash its canonical text instead
-        return hash(tuple(repr(_freeze(getattr(self, f))) for f in FIELDS))
+        return hash(tuple(repr(freeze(getattr(self, f))) for f in FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["hidden_sizes"] = list(self.hidden_sizes)
-        d["env_kwargs"] = _thaw(self.env_kwargs)
-        d["env_params"] = _thaw(self.env_params)
+        d["env_kwargs"] = thaw(self.env_kwargs)
+        d["env_params"] = thaw(self.env_params)
         return d
 
 
-def _field_docs() -> dict[str, str]:
-    """Each field's docstring (the string under it in `PPOConfig`), read from the source: the
-    one place a key's meaning is written."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(PPOConfig)))
-    body = tree.body[0].body
-    docs = {}
-    for node, after in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(
-                after, ast.Expr) and isinstance(after.value, ast.Constant):
-            docs[node.target.id] = " ".join(str(after.value.value).split())
-    return docs
-
-
-def _type_text(hint: Any) -> str:
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if len(args) < len(typing.get_args(hint)):  # Optional
-        return f"{_type_text(args[0])} or null"
-    if typing.get_origin(hint) is dict:
-        return "mapping"
-    if typing.get_origin(hint) is tuple:
-        return "list of int"
-    return hint.__name__
-
-
-def _default_text(field: dataclasses.Field) -> str:
-    value = field.default_factory() if field.default is dataclasses.MISSING else field.default
-    return yaml.safe_dump(_thaw(value), default_flow_style=True, width=10**6).strip().removesuffix(
-        "\n...").strip()
-
-
-def config_reference() -> list[tuple[str, str, str, str]]:
-    """`(key, type, default, meaning)` for every config key, in `PPOConfig`'s order: the type
-    from its annotation, the default as YAML writes it, and the first sentence of its docstring.
-    `jaxppo config --list` prints it and the README's table is `config_reference_markdown()`."""
-    docs = _field_docs()
-    missing = [name for name in FIELDS if name not in docs]
-    if missing:
-        raise RuntimeError(f"PPOConfig fields without a docstring: {', '.join(missing)}")
-    return [(name, _type_text(_HINTS[name]), _default_text(field),
-             re.split(r"(?<=\.)\s+(?=[A-Z])", docs[name])[0])
-            for name, field in FIELDS.items()]
-
-
-def config_reference_markdown() -> str:
-    """The README's table of config keys (a test keeps the README equal to it)."""
-    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    for name, kind, default, meaning in config_reference():
-        cells = [f"`{name}`", kind, f"`{default}`", meaning.replace("|", "\\|")]
-        rows.append(f"| {' | '.join(cells)} |")
-    return "\n".join(rows)
-
-
-def _freeze(value: Any) -> Any:
-    """A hashable, order-independent twin of a config value (dicts as sorted item tuples)."""
+def freeze(value: Any) -> Any:
+    """A hashable, order-independent twin of a config value (dicts as sorted item tuples), so
+    configs hash and compare by content (`Hparams.stack` finds the keys they differ in)."""
     if isinstance(value, dict):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+        return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze(v) for v in value)
     return value
 
 
@@ -244,12 +185,12 @@ def _plain(key: str, value: Any) -> Any:
           "use plain numbers, strings, booleans, lists and mappings (what YAML can hold)")
 
 
-def _thaw(value: Any) -> Any:
-    """Plain YAML-ready data: dicts and lists, recursively."""
+def thaw(value: Any) -> Any:
+    """Plain YAML-ready data: dicts and lists, recursively (YAML cannot write a tuple)."""
     if isinstance(value, dict):
-        return {str(k): _thaw(v) for k, v in value.items()}
+        return {str(k): thaw(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
+        return [thaw(v) for v in value]
     return value
 
 
@@ -296,7 +237,7 @@ def _coerce(key: str, value: Any) -> Any:
         out = str(value) if isinstance(value, str) else None
     elif typing.get_origin(base) is dict:
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            out = _plain(key, _thaw(value))
+            out = _plain(key, thaw(value))
     elif isinstance(value, (list, tuple)):  # tuple[int, ...]
         ints = [_as_int(v) for v in value]
         out = tuple(ints) if None not in ints else None
@@ -448,180 +389,5 @@ def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfi
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: expected a mapping of key: value, got {type(values).__name__}")
     for key in values:
-        if key not in FIELDS:
-            raise ConfigError(f"{source}: unknown key '{key}'; {_unknown_key_fix(key)}")
+        check_config_key(key, source)
     return PPOConfig(**values)
-
-
-# YAML 1.2 floats. PyYAML implements YAML 1.1, whose floats need a dot and a signed exponent,
-# so `3e-4` and `1e6` (the way people write learning rates and budgets) would load as strings.
-# This resolver runs after 1.1's int resolver, so `1000` stays an int.
-_FLOAT_1_2 = re.compile(r"""^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
-                             |[-+]?\.(?:inf|Inf|INF)
-                             |\.(?:nan|NaN|NAN))$""", re.X)
-
-
-class _DuplicateKeyError(yaml.constructor.ConstructorError):
-    def __init__(self, key: Any, lines: tuple[int, int], mark: Any) -> None:
-        super().__init__("while constructing a mapping", None,
-                         f"found duplicate key {key!r} (lines {lines[0]} and {lines[1]})", mark)
-        self.key, self.lines = key, lines
-
-
-class _NestingTooDeepError(yaml.YAMLError):
-    pass
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader (tags never construct objects) with YAML 1.2 floats and no duplicate keys."""
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
-        lines: dict[Any, int] = {}
-        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
-                continue  # a `<<` merge may repeat keys on purpose; it overrides them
-            key, line = self.construct_object(key_node), key_node.start_mark.line + 1
-            if key in lines:
-                raise _DuplicateKeyError(key, (lines[key], line), key_node.start_mark)
-            lines[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, list("-+.0123456789"))
-
-
-def yaml_load(text: str) -> Any:
-    """`yaml.safe_load(text)`, but numbers follow YAML 1.2 (`3e-4` and `1e6` are floats) and a
-    key repeated in one mapping raises `yaml.YAMLError` instead of the last one silently winning."""
-    loader = _Loader(text)
-    try:
-        return loader.get_single_data()
-    except RecursionError:
-        raise _NestingTooDeepError("nesting is too deep to parse") from None
-    finally:
-        loader.dispose()
-
-
-def parse_value(text: str) -> Any:
-    """One `--set KEY=VALUE` value, read as YAML would read it in a config file (`3e-4` -> 0.0003,
-    `[64, 64]` -> a list, `null` -> None, `tanh` -> 'tanh'); raises `yaml.YAMLError` if it cannot."""
-    return yaml_load(text)
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """`KEY=VALUE` overrides (the CLI's `--set`); VALUE is read as YAML 1.2, so 3e-4, true and
-    [64, 64] mean what they say. An unknown KEY is refused here, naming the `--set` it came
-    from (not the config file); values are checked when the config is built."""
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)")
-        if key.strip() not in FIELDS:
-            raise ConfigError(f"--set {item}: unknown key '{key.strip()}'; "
-                              f"{_unknown_key_fix(key.strip())}")
-        try:
-            out[key.strip()] = parse_value(value)
-        except yaml.YAMLError:
-            raise ConfigError(f"--set {key}: cannot parse value {value!r}") from None
-    return out
-
-
-def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PPOConfig:
-    """Read a YAML config (`yaml_load`: safe, YAML 1.2 numbers, no duplicate keys) and apply
-    `overrides`."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise ConfigError(f"cannot read config file '{path}': {e.strerror or e}; "
-                          "check the path (shipped configs are in configs/)") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"config file '{path}': not UTF-8 text (byte {e.object[e.start]:#04x} "
-                          f"at offset {e.start}); save it as UTF-8") from None
-    try:
-        values = yaml_load(text)
-    except _DuplicateKeyError as e:
-        raise ConfigError(f"config file '{path}': key '{e.key}' appears twice (lines "
-                          f"{e.lines[0]} and {e.lines[1]}); keep one") from None
-    except _NestingTooDeepError:
-        raise ConfigError(f"config file '{path}': YAML nesting is too deep to parse; a config "
-                          "is a flat mapping of key: value") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"config file '{path}': YAML error{where}: {problem}; "
-                          "fix the YAML syntax (key: value per line)") from None
-    if values is None:
-        values = {}
-    if not isinstance(values, dict):
-        raise ConfigError(f"config file '{path}': expected a mapping of key: value, "
-                          f"got {type(values).__name__}")
-    for key in overrides or {}:  # a typo in the overrides is not the file's
-        if key not in FIELDS:
-            raise ConfigError(f"overrides: unknown key '{key}'; {_unknown_key_fix(key)}")
-    return config_from_dict({**values, **(overrides or {})}, source=f"config file '{path}'")
-
-
-class Hparams(NamedTuple):
-    """The float hyperparameters as traced arrays, so `jax.vmap` can sweep them with one compile."""
-
-    lr: Any
-    gamma: Any
-    gae_lambda: Any
-    clip_eps: Any
-    ent_coef: Any
-    vf_coef: Any
-    max_grad_norm: Any
-
-    @classmethod
-    def from_config(cls, config: PPOConfig) -> Hparams:
-        return cls(**{k: jnp.asarray(getattr(config, k), jnp.float32) for k in cls._fields})
-
-    @classmethod
-    def stack(cls, configs_or_hparams: list) -> Hparams:
-        """Stack several settings along a leading axis, for `jax.vmap(train, in_axes=(None, 0))`.
-
-        Only the `Hparams` fields can differ: configs that differ in anything else (a size, a
-        switch) raise, since one compiled `train` would silently run them all the same way.
-        """
-        items = list(configs_or_hparams)
-        if not items:
-            raise ConfigError("Hparams.stack: got no settings; pass at least one PPOConfig "
-                              "or Hparams")
-        configs = [c for c in items if isinstance(c, PPOConfig)]
-        static = [name for name in FIELDS if name not in cls._fields
-                  and len({repr(_freeze(getattr(c, name))) for c in configs}) > 1]
-        if static:
-            raise ConfigError(f"Hparams.stack: the configs differ in {', '.join(static)}, which "
-                              "are static (shapes, loop lengths, switches); sweep them with "
-                              "separate make_train calls (one compile each), as jaxppo.sweep "
-                              "does for a grid with static keys")
-        hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in items]
-        return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=True)))
-
-    def check(self) -> Hparams:
-        """Refuse impossible values (one line, as a config would) where they are concrete;
-        traced values (inside jit) cannot be looked at and pass through."""
-        for name, value in zip(self._fields, self, strict=True):
-            if isinstance(value, jax.core.Tracer) or value is None:
-                continue
-            v = np.asarray(value, dtype=np.float64)
-            low, high, fix = _HP_RANGES[name]
-            if not np.isfinite(v).all() or (v < low).any() or (v > high).any() or (
-                    name in _POSITIVE and (v <= 0).any()):
-                raise ConfigError(f"hparams '{name}': got {v.tolist()}; {fix}")
-        return self
-
-
-_POSITIVE = ("lr", "clip_eps", "max_grad_norm")
-_HP_RANGES = {
-    "lr": (0.0, np.inf, "use a positive number"),
-    "gamma": (0.0, 1.0, "use a value in [0, 1]"),
-    "gae_lambda": (0.0, 1.0, "use a value in [0, 1]"),
-    "clip_eps": (0.0, np.inf, "use a positive number"),
-    "ent_coef": (0.0, np.inf, "use a number >= 0"),
-    "vf_coef": (0.0, np.inf, "use a number >= 0"),
-    "max_grad_norm": (0.0, np.inf, "use a positive number"),
-}

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.core.distributions import Policy, head_distribution
 from jaxppo.core.torsos import CONV_STACKS, PIXEL_TORSOS, TORSO_HIDDEN, Conv, check_torso, orthogonal
 

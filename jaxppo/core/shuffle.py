@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 
 SORT_KEY_INDEX_BITS = 16
 """Batches of up to 2^16 rows are shuffled by a one-operand sort (`epoch_permutations`)."""

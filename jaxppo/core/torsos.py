@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
 
 CONV_STACKS: dict[str, tuple[tuple[int, int, int], ...]] = {

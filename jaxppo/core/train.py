@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxppo.config.schema import Hparams, PPOConfig
+from jaxppo.config import Hparams, PPOConfig
 from jaxppo.core.collectives import axis_size, fold_device, mean_var, pmean, psum
 from jaxppo.core.gae import compute_gae
 from jaxppo.core.loss import LossInfo, Minibatch, ppo_loss

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.core.networks import initial_memory, is_recurrent, make_network
 from jaxppo.core.normalize import rms_normalize
 from jaxppo.core.train import TrainState

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.core.networks import is_recurrent, make_network
 from jaxppo.core.train import TrainState
 from jaxppo.envs import VecEnv

@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 import jaxppo.envs.sources.brax as brax_env
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.core.networks import make_network
 from jaxppo.core.train import TrainState
 from jaxppo.envs import HostVecEnv

@@ -21,7 +21,7 @@ import msgpack
 import numpy as np
 from flax import serialization
 
-from jaxppo.config.schema import PPOConfig, config_from_dict
+from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.core.train import make_train
 from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from jaxppo._xla import compiler_options
-from jaxppo.config.schema import divisors
+from jaxppo.config import divisors
 from jaxppo.core.train import RunnerState
 from jaxppo.keys import keys_as_data
 from jaxppo.run.controller import Controller

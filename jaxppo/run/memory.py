@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import jax
 
-from jaxppo.config.schema import PPOConfig
+from jaxppo.config import PPOConfig
 from jaxppo.core.metrics import METRIC_NAMES
 from jaxppo.core.networks import init_params, make_network
 from jaxppo.core.torsos import CONV_STACKS

@@ -34,7 +34,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxppo.config.schema import Hparams, PPOConfig
+from jaxppo.config import Hparams, PPOConfig
 from jaxppo.core.train import RunnerState, Trainer, TrainOutput, make_train
 from jaxppo.errors import ConfigError
 from jaxppo.run.distributed import AXIS, make_mesh, put_global

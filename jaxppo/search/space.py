@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxppo.config.schema import Hparams, PPOConfig
+from jaxppo.config import Hparams, PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import value_text
 from jaxppo.search.static import check_key, is_static, parse_values

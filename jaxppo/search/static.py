@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from jaxppo.config.schema import Hparams, PPOConfig, check_config_key, parse_value
+from jaxppo.config import Hparams, PPOConfig, check_config_key, parse_value
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import setting_label
 

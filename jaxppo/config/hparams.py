@@ -1,0 +1,79 @@
+"""`Hparams`: the float hyperparameters as a pytree that `train(key, hparams)` takes as data.
+
+`PPOConfig` is static (fixed at trace time); the floats a sweep varies are also copied here, so
+one compile serves a whole `jax.vmap` over settings, and PBT can change them between chunks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxppo.config.schema import FIELDS, PPOConfig, freeze
+from jaxppo.errors import ConfigError
+
+
+class Hparams(NamedTuple):
+    """The float hyperparameters as traced arrays, so `jax.vmap` can sweep them with one compile."""
+
+    lr: Any
+    gamma: Any
+    gae_lambda: Any
+    clip_eps: Any
+    ent_coef: Any
+    vf_coef: Any
+    max_grad_norm: Any
+
+    @classmethod
+    def from_config(cls, config: PPOConfig) -> Hparams:
+        return cls(**{k: jnp.asarray(getattr(config, k), jnp.float32) for k in cls._fields})
+
+    @classmethod
+    def stack(cls, configs_or_hparams: list) -> Hparams:
+        """Stack several settings along a leading axis, for `jax.vmap(train, in_axes=(None, 0))`.
+
+        Only the `Hparams` fields can differ: configs that differ in anything else (a size, a
+        switch) raise, since one compiled `train` would silently run them all the same way.
+        """
+        items = list(configs_or_hparams)
+        if not items:
+            raise ConfigError("Hparams.stack: got no settings; pass at least one PPOConfig "
+                              "or Hparams")
+        configs = [c for c in items if isinstance(c, PPOConfig)]
+        static = [name for name in FIELDS if name not in cls._fields
+                  and len({repr(freeze(getattr(c, name))) for c in configs}) > 1]
+        if static:
+            raise ConfigError(f"Hparams.stack: the configs differ in {', '.join(static)}, which "
+                              "are static (shapes, loop lengths, switches); sweep them with "
+                              "separate make_train calls (one compile each), as jaxppo.sweep "
+                              "does for a grid with static keys")
+        hps = [h if isinstance(h, Hparams) else cls.from_config(h) for h in items]
+        return cls(*(jnp.stack(leaves) for leaves in zip(*hps, strict=True)))
+
+    def check(self) -> Hparams:
+        """Refuse impossible values (one line, as a config would) where they are concrete;
+        traced values (inside jit) cannot be looked at and pass through."""
+        for name, value in zip(self._fields, self, strict=True):
+            if isinstance(value, jax.core.Tracer) or value is None:
+                continue
+            v = np.asarray(value, dtype=np.float64)
+            low, high, fix = _HP_RANGES[name]
+            if not np.isfinite(v).all() or (v < low).any() or (v > high).any() or (
+                    name in _POSITIVE and (v <= 0).any()):
+                raise ConfigError(f"hparams '{name}': got {v.tolist()}; {fix}")
+        return self
+
+
+_POSITIVE = ("lr", "clip_eps", "max_grad_norm")
+_HP_RANGES = {
+    "lr": (0.0, np.inf, "use a positive number"),
+    "gamma": (0.0, 1.0, "use a value in [0, 1]"),
+    "gae_lambda": (0.0, 1.0, "use a value in [0, 1]"),
+    "clip_eps": (0.0, np.inf, "use a positive number"),
+    "ent_coef": (0.0, np.inf, "use a number >= 0"),
+    "vf_coef": (0.0, np.inf, "use a number >= 0"),
+    "max_grad_norm": (0.0, np.inf, "use a positive number"),
+}

@@ -1,0 +1,124 @@
+"""Strict YAML for configs: YAML 1.2 numbers, no duplicate keys, one-line errors naming the file.
+
+PyYAML's SafeLoader reads `3e-4` as a string and lets a repeated key silently win; both are how a
+config quietly trains something other than what its file says, so this loader refuses them.
+`--set KEY=VALUE` values are read by the same rules as the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import yaml
+
+from jaxppo.config.schema import PPOConfig, check_config_key, config_from_dict
+from jaxppo.errors import ConfigError
+
+# YAML 1.2 floats. PyYAML implements YAML 1.1, whose floats need a dot and a signed exponent,
+# so `3e-4` and `1e6` (the way people write learning rates and budgets) would load as strings.
+# This resolver runs after 1.1's int resolver, so `1000` stays an int.
+_FLOAT_1_2 = re.compile(r"""^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
+                             |[-+]?\.(?:inf|Inf|INF)
+                             |\.(?:nan|NaN|NAN))$""", re.X)
+
+
+class _DuplicateKeyError(yaml.constructor.ConstructorError):
+    def __init__(self, key: Any, lines: tuple[int, int], mark: Any) -> None:
+        super().__init__("while constructing a mapping", None,
+                         f"found duplicate key {key!r} (lines {lines[0]} and {lines[1]})", mark)
+        self.key, self.lines = key, lines
+
+
+class _NestingTooDeepError(yaml.YAMLError):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader (tags never construct objects) with YAML 1.2 floats and no duplicate keys."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue  # a `<<` merge may repeat keys on purpose; it overrides them
+            key, line = self.construct_object(key_node), key_node.start_mark.line + 1
+            if key in lines:
+                raise _DuplicateKeyError(key, (lines[key], line), key_node.start_mark)
+            lines[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, list("-+.0123456789"))
+
+
+def yaml_load(text: str) -> Any:
+    """`yaml.safe_load(text)`, but numbers follow YAML 1.2 (`3e-4` and `1e6` are floats) and a
+    key repeated in one mapping raises `yaml.YAMLError` instead of the last one silently winning."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    except RecursionError:
+        raise _NestingTooDeepError("nesting is too deep to parse") from None
+    finally:
+        loader.dispose()
+
+
+def parse_value(text: str) -> Any:
+    """One `--set KEY=VALUE` value, read as YAML would read it in a config file (`3e-4` -> 0.0003,
+    `[64, 64]` -> a list, `null` -> None, `tanh` -> 'tanh'); raises `yaml.YAMLError` if it cannot."""
+    return yaml_load(text)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` overrides (the CLI's `--set`); VALUE is read as YAML 1.2, so 3e-4, true and
+    [64, 64] mean what they say. An unknown KEY is refused here, naming the `--set` it came
+    from (not the config file); values are checked when the config is built."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set lr=1e-3)")
+        check_config_key(key.strip(), f"--set {item}")
+        try:
+            out[key.strip()] = parse_value(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot parse value {value!r}") from None
+    return out
+
+
+def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PPOConfig:
+    """Read a YAML config (`yaml_load`: safe, YAML 1.2 numbers, no duplicate keys) and apply
+    `overrides`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file '{path}': {e.strerror or e}; "
+                          "check the path (shipped configs are in configs/)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file '{path}': not UTF-8 text (byte {e.object[e.start]:#04x} "
+                          f"at offset {e.start}); save it as UTF-8") from None
+    try:
+        values = yaml_load(text)
+    except _DuplicateKeyError as e:
+        raise ConfigError(f"config file '{path}': key '{e.key}' appears twice (lines "
+                          f"{e.lines[0]} and {e.lines[1]}); keep one") from None
+    except _NestingTooDeepError:
+        raise ConfigError(f"config file '{path}': YAML nesting is too deep to parse; a config "
+                          "is a flat mapping of key: value") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"config file '{path}': YAML error{where}: {problem}; "
+                          "fix the YAML syntax (key: value per line)") from None
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"config file '{path}': expected a mapping of key: value, "
+                          f"got {type(values).__name__}")
+    for key in overrides or {}:  # a typo in the overrides is not the file's
+        check_config_key(key, "overrides")
+    return config_from_dict({**values, **(overrides or {})}, source=f"config file '{path}'")
