@@ -40,14 +40,15 @@ from jaxppo.run.distributed import is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
 from jaxppo.run.driver import Driver, StopFlag, pick_chunk
 from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
-from jaxppo.run.files import RunLock, check_no_symlinks, check_run_name, free_name
-from jaxppo.run.logs.audit import check_metrics_log
+from jaxppo.run.faults import host_fault
+from jaxppo.run.files import RunLock, check_run_name, free_name
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.run.logs.tensorboard import TensorBoardLogger
 from jaxppo.run.loop import RunLoop, end_all
 from jaxppo.run.placement import make_placement
 from jaxppo.run.rebuild import rebuild
-from jaxppo.run.rundir import check_config_file, make_run_dir, missing_results, run_dir_of, write_config
+from jaxppo.run.resume import ResumePoint, check_resume
+from jaxppo.run.rundir import make_run_dir, write_config
 from jaxppo.run.segments import run_segments, segment_drivers
 from jaxppo.run.stats import RunStats
 from jaxppo.run.summary import SummaryFile, summary_stats
@@ -146,7 +147,7 @@ class Experiment:
         self.on_note = on_note
         self.notes: list[str] = []  # every note of this Experiment, in order
         self._listeners: list[Callback] = []  # the running callbacks, which hear notes too
-        self._resume: dict | None = None  # set by from_checkpoint
+        self._resume: ResumePoint | None = None  # set by from_checkpoint
         self._host_env: HostVecEnv | None = None  # the run's env, if it lives on the host
         self._loop: RunLoop | None = None
         self.last_run_dir: str | None = None  # the directory of the latest `run()`
@@ -173,39 +174,18 @@ class Experiment:
         repair_log = bool(kwargs.pop("repair_log", False))
         ckpt = kwargs.pop("checkpoint", None) or load_checkpoint(
             path, env=kwargs.get("env"), env_params=kwargs.get("env_params"))
-        config, update, record = ckpt.config, ckpt.update, ckpt.record
-        run_dir = run_dir_of(path)
-        controller = kwargs.get("controller")
-        if record.controlled and controller is None:
-            raise UsageError(f"'{run_dir}' is a {record.strategy or 'controlled'} sweep, whose "
-                             "members change between chunks; continue it with: jaxppo sweep "
-                             f"--resume {run_dir} (Python: jaxppo.resume_sweep)")
-        check_no_symlinks(run_dir)
-        check_config_file(run_dir, config)
-        gaps, damaged, notes, rebuild_files = list(record.log_gaps), [], [], []
-        if update >= config.num_updates:
-            rebuild_files = missing_results(run_dir, record.settings)
-            if not rebuild_files:
-                raise UsageError(f"run '{run_dir}' is finished (update {update}/"
-                                 f"{config.num_updates}); nothing to resume (evaluate it with: "
-                                 f"jaxppo eval {run_dir})")
         writes_log = kwargs.get("builtin_callbacks", True) or any(
             isinstance(c, CsvLogger) for c in kwargs.get("callbacks", ()))
-        if not rebuild_files and writes_log and is_main_process():
-            # a segmented sweep's runs left out of a segment have no rows after it
-            ends = None if controller is None else controller.run_updates(update)
-            gaps, damaged, notes = check_metrics_log(run_dir, update, ckpt.num_runs, gaps,
-                                                     repair_log, run_ends=ends)
-        settings = record.settings
-        seeds = ckpt.num_runs // (len(settings) if settings else 1)
-        exp = cls(config, seeds=seeds, hparams=settings, seed=record.seed,
-                  logdir=os.path.dirname(os.path.abspath(run_dir)),
-                  run_name=os.path.basename(os.path.abspath(run_dir)),
-                  search=record.search, **kwargs)
-        exp._resume = {"run_dir": run_dir, "update": update, "runner": ckpt.runner_state,
-                       "record": record, "log_gaps": tuple(gaps), "keep_damaged_log": damaged,
-                       "rebuild": rebuild_files}
-        for note in notes:
+        point = check_resume(path, ckpt, controller=kwargs.get("controller"),
+                             repair_log=repair_log, writes_log=writes_log)
+        settings = point.record.settings
+        exp = cls(ckpt.config, seeds=ckpt.num_runs // (len(settings) if settings else 1),
+                  hparams=settings, seed=point.record.seed,
+                  logdir=os.path.dirname(os.path.abspath(point.run_dir)),
+                  run_name=os.path.basename(os.path.abspath(point.run_dir)),
+                  search=point.record.search, **kwargs)
+        exp._resume = point
+        for note in point.notes:
             exp.note(note)
         return exp
 
@@ -251,7 +231,7 @@ class Experiment:
 
     def resume_state(self):
         """The checkpoint's runner state a resumed run starts from (None: a new run)."""
-        return None if self._resume is None else self._resume["runner"]
+        return None if self._resume is None else self._resume.runner
 
     def note(self, text: str) -> None:
         """Tell the user something that is not an error: kept in `notes`, passed to `on_note`
@@ -263,26 +243,27 @@ class Experiment:
             cb.on_note(text)
 
     def initial_stats(self) -> RunStats:
-        c, resume = self.config, self._resume or {}
-        saved = resume["record"].stats if resume else None
+        c, resume = self.config, self._resume
+        saved = resume.record.stats if resume else None
         if saved is None and resume:  # a checkpoint from before 0.2: its summary.json, if any
-            saved = summary_stats(resume["run_dir"], resume["update"])
+            saved = summary_stats(resume.run_dir, resume.update)
         if saved:
             return RunStats.from_dict(saved, c.env_id, self.num_runs, c.batch_size)
-        return RunStats(c.env_id, self.num_runs, c.batch_size, update=resume.get("update", 0))
+        return RunStats(c.env_id, self.num_runs, c.batch_size,
+                        update=resume.update if resume else 0)
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Train to the configured total (or until stopped) and return the `RunResult`."""
         config, resume = self.config, self._resume
-        if resume is not None and resume.get("ran"):
+        if resume is not None and resume.ran:
             raise UsageError("this Experiment already continued its run; resume it again with "
-                             f"Experiment.resume({resume['run_dir']!r})")
-        if resume is not None and resume.get("rebuild"):
-            self.last_run_dir = resume["run_dir"]
+                             f"Experiment.resume({resume.run_dir!r})")
+        if resume is not None and resume.rebuild:
+            self.last_run_dir = resume.run_dir
             if not is_main_process():  # only process 0 writes a run directory
                 return rebuild(self, write=False)
-            with RunLock(resume["run_dir"]) as lock:
+            with RunLock(resume.run_dir) as lock:
                 self._pass_on(lock.notes)
                 return rebuild(self)
         if self.mesh is not None and host_source_of(config.env_id) is not None:
@@ -297,7 +278,7 @@ class Experiment:
             raise ConfigError(f"config key 'env_id': {config.env_id!r} lives on the host, whose "
                               "episodes cannot follow agents copied or dropped between chunks; "
                               "use --search grid or random")
-        start = resume["update"] if resume else 0
+        start = resume.update if resume else 0
         chunk = self.chunk_updates
         if self.controller is not None:  # chunk boundaries where the controller acts
             chunk = self.controller.chunk_length(chunk or pick_chunk(config.num_updates), start)
@@ -311,8 +292,8 @@ class Experiment:
             driver = segments[0][1] if segments else driver
         main = is_main_process()
         if resume:
-            run_dir, fresh = resume["run_dir"], False
-            resume["ran"] = True  # its runner state may be donated to the first chunk
+            run_dir, fresh = resume.run_dir, False
+            resume.ran = True  # its runner state may be donated to the first chunk
         elif self.logdir is not None and main:
             run_dir, fresh = make_run_dir(self.logdir, self.run_name, config, self.num_runs), True
         elif self.logdir is not None:
@@ -328,11 +309,11 @@ class Experiment:
                 self._pass_on(lock.notes)
             if fresh:
                 write_config(run_dir, config)
-            if resume and resume.get("keep_damaged_log") and main:  # before the repair drops rows
+            if resume and resume.keep_damaged_log and main:  # before the repair drops rows
                 log = os.path.join(run_dir, "metrics.csv")
                 copy = free_name(log + ".damaged")
                 shutil.copyfile(log, copy)
-                self.note(f"'{log}' was repaired: {'; '.join(resume['keep_damaged_log'])}; the "
+                self.note(f"'{log}' was repaired: {'; '.join(resume.keep_damaged_log)}; the "
                           f"file as it was is kept as '{copy}'")
             return self._run(placement, driver, run_dir, main, segments)
         except BaseException:
@@ -360,11 +341,11 @@ class Experiment:
     def _run(self, placement, driver: Driver, run_dir: str | None, main: bool,
              segments: list | None) -> RunResult:
         config, resume = self.config, self._resume
-        start_update = resume["update"] if resume else 0
+        start_update = resume.update if resume else 0
         info = RunInfo(config, self.num_runs, self.run_names(), run_dir, start_update, self.seed,
                        self.settings, driver.chunk_updates, placement.description,
                        env=None if self.env is None else describe_env(self.env, self.env_params),
-                       log_gaps=resume["log_gaps"] if resume else (), search=self.search,
+                       log_gaps=resume.log_gaps if resume else (), search=self.search,
                        ragged=self.segmented)
         callbacks = self._callbacks(run_dir is not None, main)
         loop = self._loop = RunLoop(self, info, self.initial_stats(), callbacks,
@@ -372,12 +353,12 @@ class Experiment:
         hparams = self.stacked_hparams()
         if self.controller is not None:
             started = self.controller.start(run_dir if main else None, start_update,
-                                            resume["record"].controller if resume else None)
+                                            resume.record.controller if resume else None)
             hparams = hparams if started is None else started
         if resume and run_dir is not None and not self.stop_on_divergence:  # a sweep's record
             # rows past the checkpoint are cut, not replayed as such
             loop.divergences, loop.live = logged_divergences(
-                run_dir, self.num_runs, resume["update"], self.renewed_since())
+                run_dir, self.num_runs, resume.update, self.renewed_since())
             loop.diverged_runs[list(loop.live)] = True
             if self.controller is not None:
                 self.controller.diverged_before(loop.diverged_runs.copy())
@@ -418,30 +399,16 @@ class Experiment:
         """The checkpoint's runner state; on a host env, with the episodes started afresh (the
         host's state is in no checkpoint) and the learner exactly as saved."""
         if self._host_env is None:
-            return resume["runner"]
+            return resume.runner
         self.note(f"{self.config.env_id} lives on the host, outside the checkpoint: the "
-                  f"learner continues exactly from update {resume['update']}, with every "
+                  f"learner continues exactly from update {resume.update}, with every "
                   "episode started afresh")
-        return jax.jit(jax.vmap(placement.trainer.restart_episodes))(resume["runner"])
+        return jax.jit(jax.vmap(placement.trainer.restart_episodes))(resume.runner)
 
     def host_fault(self, update: int, good_update: int | None) -> EnvError | None:
-        """The host env's fault as one line, if it happened in the updates up to `update`
-        (a pipelined later chunk's is reported after this one is handled)."""
-        host = self._host_env
-        fault = None if host is None else host.fault
-        if fault is None:
-            return None
-        start = self._resume["update"] if self._resume else 0
-        T = self.config.num_steps
-        failed = start + fault.step // T + 1
-        if fault.where != "reset" and failed > update:
-            return None
-        where = ("reset" if fault.where == "reset" else
-                 f"update {failed}, env step {fault.step % T + 1} of {T}")
-        kept = ("nothing before it was checkpointed" if not good_update else
-                f"the checkpoint at update {good_update} is kept")
-        return EnvError(f"environment {self.config.env_id!r} failed at {where} ({fault.what}); "
-                        f"the run stopped, {kept}")
+        """The host env's fault as one line, if it happened in the updates up to `update`."""
+        start = self._resume.update if self._resume else 0
+        return host_fault(self._host_env, self.config, start, update, good_update)
 
     def _callbacks(self, files: bool, main: bool) -> list[Callback]:
         """The user's callbacks, the progress, then the built-in file writers on process 0

@@ -21,25 +21,25 @@ def rebuild(exp, write: bool = True) -> RunResult:
     """`exp` (an `Experiment.from_checkpoint` of a finished run) as its `RunResult`, writing
     the result files it lacks (`write=False`: none, a process other than 0)."""
     resume, c = exp._resume, exp.config
-    resume["ran"] = True
-    run_dir = resume["run_dir"]
-    info = RunInfo(c, exp.num_runs, exp.run_names(), run_dir, resume["update"], exp.seed,
-                   exp.settings, 0, log_gaps=resume["log_gaps"], search=exp.search,
+    resume.ran = True
+    run_dir = resume.run_dir
+    info = RunInfo(c, exp.num_runs, exp.run_names(), run_dir, resume.update, exp.seed,
+                   exp.settings, 0, log_gaps=resume.log_gaps, search=exp.search,
                    ragged=exp.segmented)
     loop = RunLoop(exp, info, exp.initial_stats(), [], time.perf_counter())
     if exp.controller is not None:  # its summary: the members' settings now
-        exp.controller.start(None, resume["update"], resume["record"].controller)
+        exp.controller.start(None, resume.update, resume.record.controller)
     loop.status = "finished"
-    loop.divergences, loop.live = logged_divergences(run_dir, exp.num_runs, resume["update"],
+    loop.divergences, loop.live = logged_divergences(run_dir, exp.num_runs, resume.update,
                                                      exp.renewed_since())
-    loop.diverged_runs = diverged_runs(resume["runner"], exp.num_runs, loop.live)
-    result = loop.result(resume["runner"])
+    loop.diverged_runs = diverged_runs(resume.runner, exp.num_runs, loop.live)
+    result = loop.result(resume.runner)
     result.wall_s, result.compile_s = loop.stats.wall_before, None
     result.summary.update(wall_s=round(loop.stats.wall_before, 3), compile_s=None,
                           device=None, platform=None, peak_device_bytes=None,
                           rebuilt_from_checkpoint=True)
-    missing = [n for n, _ in resume["rebuild"]] if write else []
-    for name, why in resume["rebuild"] if write else []:
+    missing = [n for n, _ in resume.rebuild] if write else []
+    for name, why in resume.rebuild if write else []:
         if why:  # damaged: kept beside the one rebuilt
             path = os.path.join(run_dir, name)
             copy = free_name(path + ".damaged")

@@ -1,0 +1,29 @@
+"""An environment on the host that failed (raised, or gave a wrong shape or dtype) inside a
+chunk: the one line naming the update and env step, and what of the run is kept. The bridge
+(`envs/host.py`) records the fault; the chunk it happened in ran on zeros after it, so nothing
+of that chunk is kept."""
+
+from __future__ import annotations
+
+from jaxppo.config import PPOConfig
+from jaxppo.errors import EnvError
+
+
+def host_fault(host_env, config: PPOConfig, start_update: int, update: int,
+               good_update: int | None) -> EnvError | None:
+    """The fault of `host_env` (a `HostVecEnv`, or None) as one line, if it happened in the
+    updates up to `update` (a pipelined later chunk's is reported after this one is handled);
+    `start_update`: where this session began, `good_update`: the newest checkpointable one."""
+    fault = None if host_env is None else host_env.fault
+    if fault is None:
+        return None
+    T = config.num_steps
+    failed = start_update + fault.step // T + 1
+    if fault.where != "reset" and failed > update:
+        return None
+    where = ("reset" if fault.where == "reset" else
+             f"update {failed}, env step {fault.step % T + 1} of {T}")
+    kept = ("nothing before it was checkpointed" if not good_update else
+            f"the checkpoint at update {good_update} is kept")
+    return EnvError(f"environment {config.env_id!r} failed at {where} ({fault.what}); "
+                    f"the run stopped, {kept}")
