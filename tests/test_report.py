@@ -13,7 +13,7 @@ import scipy.stats
 
 from jaxppo.cli import main
 from jaxppo.errors import UsageError
-from jaxppo.reports.report import (
+from jaxppo.reports import (
     aggregate,
     interval_estimates,
     iqm,

@@ -4,7 +4,7 @@ bootstrap intervals, curves and profiles, across runs and envs."""
 from __future__ import annotations
 
 from jaxppo.cli.common import add_no_cache, positive_int
-from jaxppo.reports.report import parse_normalize, report
+from jaxppo.reports import parse_normalize, report
 
 
 def add_parser(sub) -> None:
