@@ -7,9 +7,9 @@ intervals; curves, profiles) of run directories, into report.json and three PNGs
 modules inside import each other by full path, so nothing cycles through this face.
 """
 
+from jaxppo.reports.build import Report, report
 from jaxppo.reports.normalize import parse_normalize
 from jaxppo.reports.read import Group, read_run
-from jaxppo.reports.report import Report, report
 from jaxppo.reports.stats import (
     aggregate,
     interval_estimates,
