@@ -2,7 +2,7 @@
 intervals; curves, profiles) of run directories, into report.json and three PNGs.
 
 `stats` is the pure statistics, `read` reads run directories into groups of scores,
-`normalize` puts them on one scale, `report` puts the report together and writes it. Above
+`normalize` puts them on one scale, `build` puts the report together and writes it. Above
 `jaxppo.run` (it reads what a run wrote). Code outside this package imports from here; the
 modules inside import each other by full path, so nothing cycles through this face.
 """
