@@ -1,10 +1,19 @@
+"""What the test files share: the test envs they register, small configs, the compilation
+cache, running the CLI in-process, and a run stopped half-way.
+
+The suite's tiers: `pytest -m unit` (pure pieces, no training: a few minutes), `pytest -m "not
+slow"` (and the CLI, run directories, faults, env suites: integration), `pytest` (with the
+learning runs, marked `slow`). Test files of pure pieces declare `pytestmark = pytest.mark.unit`.
+"""
+
 import functools
 import os
 
 import jax
 import pytest
 
-from jaxppo import PPOConfig
+from jaxppo import Experiment, PPOConfig
+from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import main
 from jaxppo.envs import Box, Discrete, register_env
 from jaxppo.envs.probes import ProbeState, _Probe
@@ -82,6 +91,36 @@ for _what in ("obs", "reward", "huge"):
     register_env(f"test/Poison-{_what}-v0", functools.partial(Poison, _what))
 register_env("test/NoAction-v0", functools.partial(NoAction, "mask"))
 register_env("test/Endless-v0", Endless)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_dir(tmp_path_factory):
+    """Every compile cache of this session in its temp dir, never the user's ~/.cache: the CLI
+    turns the cache on (`jaxppo train` does), and `compile_cache` does for the tests that
+    build runs themselves."""
+    path = str(tmp_path_factory.getbasetemp() / "xla-cache")
+    old = os.environ.get("JAXPPO_CACHE_DIR")
+    os.environ["JAXPPO_CACHE_DIR"] = path
+    yield path
+    if old is None:
+        os.environ.pop("JAXPPO_CACHE_DIR", None)
+    else:
+        os.environ["JAXPPO_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def compile_cache(_cache_dir):
+    """JAX's persistent compilation cache on, shared by the whole session: a program a test
+    compiled before is read back, not compiled again."""
+    setup_compilation_cache()
+    return _cache_dir
+
+
+def stop_run_at(config: PPOConfig, logdir, name: str, update: int, chunk_updates: int) -> str:
+    """A run of `config` stopped (as by Ctrl-C) after `update` updates: its run directory."""
+    Experiment(config, logdir=str(logdir), run_name=name, progress=False,
+               chunk_updates=chunk_updates, callbacks=[lambda e: e.update < update]).run()
+    return os.path.join(str(logdir), name)
 
 
 @pytest.fixture(scope="session")

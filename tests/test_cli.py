@@ -28,12 +28,6 @@ TINY = ["--set", "total_timesteps=1536", "--set", "num_envs=4", "--set", "num_st
         "--set", "num_minibatches=2", "--set", "update_epochs=2", "--set", "hidden_sizes=[16, 16]"]
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    # One persistent compilation cache for the whole test session.
-    monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
-
-
 def train(tmp_path, *extra, name="run"):
     code = main(["train", "--config", CARTPOLE, *TINY, "--logdir", str(tmp_path),
                  "--run-name", name, "--no-progress", *extra])

@@ -25,11 +25,6 @@ HUGE = ["--set", "num_envs=1000000000", "--set", "num_steps=1", "--set", "num_mi
         "--set", "total_timesteps=1000000000"]
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
-
-
 def assert_one_line(code, err, *culprits):
     assert code == 2, err
     assert len(err) == 1, err

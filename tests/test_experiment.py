@@ -28,12 +28,7 @@ from jaxppo.search import SweepResult
 CONFIG = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
                    update_epochs=2, hidden_sizes=(16, 16))
 CHUNK = 6
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
-    setup_compilation_cache()
+pytestmark = pytest.mark.usefixtures("compile_cache")
 
 
 def experiment(tmp_path=None, name="run", **kwargs):
@@ -159,8 +154,6 @@ def test_a_finished_run_is_not_resumed_or_overwritten(whole):
     with pytest.raises(jaxppo.UsageError, match="is finished"):
         Experiment.resume(run)
     assert open(os.path.join(run, "summary.json")).read() == before
-
-
 
 
 def test_divergence_stops_the_run_and_keeps_the_last_good_state(tmp_path):

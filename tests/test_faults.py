@@ -14,6 +14,7 @@ import time
 import msgpack
 import numpy as np
 import pytest
+from conftest import stop_run_at
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
@@ -25,6 +26,7 @@ from jaxppo.run.logs.audit import check_metrics_log, gaps_summary, kept_rows
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.run.logs.metrics_csv import CSV_HEADER, read_metrics_csv
 
+pytestmark = pytest.mark.usefixtures("compile_cache")
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
 TINY = ["--set", "total_timesteps=1536", "--set", "num_envs=4", "--set", "num_steps=16",
@@ -32,12 +34,6 @@ TINY = ["--set", "total_timesteps=1536", "--set", "num_envs=4", "--set", "num_st
 # 2400 updates of 64 steps: long enough (several seconds) to be killed in the middle.
 LONG = ["--set", "total_timesteps=153600", *TINY[2:]]
 LONG_UPDATES = 2400
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
-    setup_compilation_cache()
 
 
 def cli(capsys, *argv):
@@ -212,13 +208,10 @@ def test_stale_temp_files_are_removed_by_the_next_save(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory):
     """A run stopped at update 12 of 24 (resumable), to damage in copies."""
-    logdir = tmp_path_factory.mktemp("stopped")
     setup_compilation_cache()
     config = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
                        update_epochs=2, hidden_sizes=(16, 16))
-    Experiment(config, logdir=str(logdir), run_name="r", progress=False, chunk_updates=6,
-               callbacks=[lambda e: e.update < 12]).run()
-    return os.path.join(str(logdir), "r")
+    return stop_run_at(config, tmp_path_factory.mktemp("stopped"), "r", 12, chunk_updates=6)
 
 
 def copy_of(run, tmp_path):

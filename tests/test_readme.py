@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import stop_run_at
 
-from jaxppo import Experiment, load_config
+from jaxppo import load_config
 from jaxppo.cli import build_parser, main
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -81,8 +82,7 @@ def stopped_run(workdir):
     """What `runs/<run-name>` stands for: a CartPole run stopped (as by Ctrl-C) half-way."""
     config = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"),
                          {"total_timesteps": 4096})
-    Experiment(config, logdir=str(workdir / "runs"), run_name="stopped", progress=False,
-               chunk_updates=2, callbacks=[lambda e: e.update < 4]).run()
+    stop_run_at(config, workdir / "runs", "stopped", 4, chunk_updates=2)
     return os.path.join("runs", "stopped")
 
 

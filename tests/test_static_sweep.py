@@ -15,7 +15,6 @@ from conftest import assert_sweep_refused, run_cli
 
 import jaxppo
 from jaxppo import ConfigError, load_config
-from jaxppo._xla import setup_compilation_cache
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.labels import setting_label
@@ -26,6 +25,7 @@ from jaxppo.search.static import group_rows, group_settings, normalize, split_va
 from jaxppo.search.static_sweep import PLAN
 from jaxppo.search.sweep import resume_sweep, sweep
 
+pytestmark = pytest.mark.usefixtures("compile_cache")
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
 # 8 updates of 4 envs x 16 steps
@@ -33,13 +33,6 @@ SETS = ["total_timesteps=512", "num_envs=4", "num_steps=16", "hidden_sizes=[16,1
 TINY = [a for s in SETS for a in ("--set", s)] + ["--no-tensorboard", "--no-progress"]
 GRID = {"num_minibatches": [1, 2, 4], "lr": [1e-3, 3e-4]}
 GRID_CLI = ["--grid", "num_minibatches=1,2,4", "--grid", "lr=1e-3,3e-4"]
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    """A shared compilation cache: the resumed groups compile what the CLI's run compiled."""
-    monkeypatch.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
-    setup_compilation_cache()
 
 
 @pytest.fixture
@@ -159,8 +152,7 @@ def cli_sweep(tmp_path_factory):
         calls.append(self.num_runs)
         return real(self, *args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as mp:  # the cache `_cache` gives the tests after it
-        mp.setenv("JAXPPO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "xla-cache"))
+    with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Driver, "compile", counted)
         with contextlib.redirect_stdout(io.StringIO()) as out:
             code = jaxppo.cli.main(["sweep", "--config", CARTPOLE, *TINY, *GRID_CLI,

@@ -11,6 +11,7 @@ An option is one keyword of `jaxppo.sweep` and one flag of `jaxppo sweep` (`tria
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -150,6 +151,14 @@ def _search(name: str, cli: bool) -> str:
     return f"--search {name}" if cli else f"search={name!r}"
 
 
+def _worded(text: str, cli: bool) -> str:
+    """A strategy's advice, written with the CLI's flags, in Python's words where asked."""
+    if cli:
+        return text
+    text = re.sub(r"--search (\w+)", lambda m: f"search={m.group(1)!r}", text)
+    return re.sub(r"--(\w+)(?: |=)?", r"\1=", text)
+
+
 def draw(search: str, config: PPOConfig, options: dict, *, seeds: int | None = None,
          seed: int = 0, devices: Any = None, cli: bool = False
          ) -> tuple[list[dict], dict | None, Controller | None]:
@@ -162,9 +171,10 @@ def draw(search: str, config: PPOConfig, options: dict, *, seeds: int | None = N
         raise error(f"search: got {search!r}; use {', '.join(map(repr, STRATEGIES))}")
     for name in options:
         if name not in strategy.takes:
-            owners = [s.name for s in STRATEGIES.values() if name in s.takes]
+            owners = " or ".join(_search(s.name, cli) for s in STRATEGIES.values()
+                                 if name in s.takes)
             raise error(f"{_flag(name, cli)} is not for {_search(search, cli)} (it is for "
-                        f"{_search(', '.join(owners), cli)}); {strategy.usage}")
+                        f"{owners}); {_worded(strategy.usage, cli)}")
     for name in strategy.needs:
         if name == "space" and not cli:
             continue  # check_space says what a space needs, with an example
@@ -173,7 +183,7 @@ def draw(search: str, config: PPOConfig, options: dict, *, seeds: int | None = N
                         f"{OPTIONS[name].needs}")
     if strategy.one_seed_each and seeds not in (None, 1):
         raise error(f"{'--seeds' if cli else 'seeds:'} {seeds} with {_search(search, cli)}: "
-                    f"{strategy.one_seed_each}")
+                    f"{_worded(strategy.one_seed_each, cli)}")
     if strategy.one_device and devices is not None:
         raise error(f"{_search(search, cli)} runs on one device; drop "
                     f"{'--devices' if cli else 'devices=/mesh='}")
