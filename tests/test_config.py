@@ -21,6 +21,8 @@ from jaxppo.config import (
     yaml_load,
 )
 
+pytestmark = pytest.mark.unit
+
 ROOT = os.path.dirname(os.path.dirname(__file__))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
 

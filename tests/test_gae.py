@@ -5,6 +5,8 @@ import pytest
 
 from jaxppo import compute_gae
 
+pytestmark = pytest.mark.unit
+
 
 def numpy_gae(rewards, values, next_values, terminated, dones, gamma, lam):
     T, N = rewards.shape

@@ -37,6 +37,7 @@ HALVING = ["--search", "halving", "--trials", "4", "--eta", "2", "--space", "lr=
 SPACE = {"lr": (1e-4, 1e-2, "log"), "ent_coef": (0.0, 0.02)}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("updates,trials,eta,ends", [
     (27, 9, 3, [3, 9, 27]),  # the textbook case: 9 to U/9, 3 to U/3, 1 to U
     (81, 10, 3, [9, 27, 81]),  # 10 -> 3 -> 1: the same rungs as 9
@@ -50,6 +51,7 @@ def test_rung_schedule(updates, trials, eta, ends):
     assert rung_ends(updates, trials, eta) == ends
 
 
+@pytest.mark.unit
 def test_rung_sizes_and_the_fewest_updates():
     assert rung_sizes(9, 3) == [9, 3, 1]
     assert rung_sizes(10, 3) == [10, 3, 1]
@@ -58,6 +60,7 @@ def test_rung_sizes_and_the_fewest_updates():
     assert min_updates(9, 3) == 5 and min_updates(8, 2) == 6  # 6: [1, 2, 3, 6]
 
 
+@pytest.mark.unit
 def test_selection_on_hand_made_returns():
     assert select([1.0, 3.0, 2.0, 0.5], [False] * 4, 2) == [1, 2]  # kept in draw order
     assert select([1.0, 3.0, 2.0], [False, True, False], 1) == [2]  # diverged ranks last
@@ -69,6 +72,7 @@ def test_selection_on_hand_made_returns():
     assert np.isnan(scores[2])
 
 
+@pytest.mark.unit
 def test_rungs_choose_at_the_rung_end_from_the_window_only():
     """4 settings x 1 seed, rungs end at 8, 16; the window is the rung's last 2 updates: a
     setting that was best before it does not count, NaN (no episode yet) is left out."""
@@ -115,6 +119,7 @@ BAD = {  # argv after the config, culprits the one line must name
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", list(BAD))
 def test_bad_halving_is_one_line_and_writes_nothing(tmp_path, capsys, name):
     argv, culprits = BAD[name]
@@ -122,6 +127,7 @@ def test_bad_halving_is_one_line_and_writes_nothing(tmp_path, capsys, name):
                          ["--config", CARTPOLE, "--set", "num_steps=16", *argv], culprits)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kwargs", [dict(trials=4, eta=1), dict(trials=2, eta=3),
                                     dict(trials=9, eta=3, total=4 * 16 * 4)],
                          ids=["eta-1", "trials-below-eta", "too-few-updates"])

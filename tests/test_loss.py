@@ -7,6 +7,8 @@ import pytest
 
 from jaxppo.core.loss import clipped_policy_loss, normalize_advantages, value_loss
 
+pytestmark = pytest.mark.unit
+
 
 def test_ratio_inside_clip_is_plain_surrogate():
     logp_old = jnp.log(jnp.array([0.5, 0.5]))

@@ -6,6 +6,7 @@ import functools
 import os
 
 import jax
+import pytest
 
 from jaxppo import Hparams, make_train
 from jaxppo.core.metrics import (
@@ -16,6 +17,8 @@ from jaxppo.core.metrics import (
     TB_TAGS,
 )
 from jaxppo.core.train import update_step
+
+pytestmark = pytest.mark.unit
 
 LEGACY = os.path.join(os.path.dirname(__file__), "fixtures", "legacy")
 

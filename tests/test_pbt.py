@@ -46,6 +46,7 @@ def _config():
     return load_config(CARTPOLE, parse_overrides(SETS))  # 8 updates of 64 steps
 
 
+@pytest.mark.unit
 def test_draws_are_reproducible_from_the_seed():
     config = _config()
     a, record = pbt_search(config, SPACE, 8, 2, 0.25, seed=7)
@@ -58,6 +59,7 @@ def test_draws_are_reproducible_from_the_seed():
     assert space_from_record(record["space"]) == parse_space(SPACE_ARGS)
 
 
+@pytest.mark.unit
 def test_ranking_puts_no_return_and_diverged_last():
     # member 0: no update with a return; 3: went NaN/Inf in the window
     recent = recent_return(np.array([0.0, 30.0, 90.0, 500.0, 60.0, 10.0, 70.0, 80.0]),
@@ -76,6 +78,7 @@ def test_ranking_puts_no_return_and_diverged_last():
     assert [c for c, _ in pairs] == [0, 1] and {p for _, p in pairs} <= {2, 3}
 
 
+@pytest.mark.unit
 def test_explore_stays_inside_the_space():
     space = parse_space(SPACE_ARGS)
     rng = np.random.default_rng(0)
@@ -164,12 +167,14 @@ BAD = {  # (argv after the config, culprits the one line must name)
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", list(BAD))
 def test_bad_pbt_input_is_one_line_and_writes_nothing(tmp_path, capsys, name):
     argv, culprits = BAD[name]
     assert_sweep_refused(capsys, tmp_path, ["--config", CARTPOLE, *TINY, *argv], culprits)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kwargs", [
     dict(space=SPACE, search="pbt", population=1),
     dict(space={}, search="pbt", population=4),
@@ -265,6 +270,7 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
         np.testing.assert_array_equal(a, b)  # params, optimizer, normaliser, envs, keys
 
 
+@pytest.mark.unit
 def test_chunks_end_on_every_pbt_update():
     pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=20)
     assert pbt.chunk_length(61) == 20 and pbt.chunk_length(7) == 5 and pbt.chunk_length(1) == 1

@@ -5,6 +5,8 @@ import pytest
 
 from jaxppo.plots import compare_figure, plot_compare
 
+pytestmark = pytest.mark.unit
+
 UNSOLVED = [{"label": "jaxppo", "sps": 2.0e5, "solve_s": None},
             {"label": "sb3-dummy", "sps": 1.5e3, "solve_s": None}]
 ONE_SOLVED = [{**UNSOLVED[0], "solve_s": 12.5}, UNSOLVED[1]]

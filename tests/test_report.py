@@ -25,6 +25,8 @@ from jaxppo.reports import (
     stratified_resamples,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def make_run(path, env_id="CartPole-v1", final=(100.0, 200.0, 300.0, 400.0), updates=12,
              settings=None, summary=True):

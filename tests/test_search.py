@@ -27,6 +27,7 @@ SPACE = ["--space", "lr=1e-4:1e-2:log", "--space", "ent_coef=0:0.02",
          "--space", "clip_eps=0.1,0.2,0.3"]
 
 
+@pytest.mark.unit
 def test_parse_space():
     space = parse_space(["lr=1e-4:1e-2:log", "ent_coef=0:0.02", "clip_eps=0.1,0.2,0.3"])
     assert space == {"lr": ("log", 1e-4, 1e-2), "ent_coef": ("uniform", 0.0, 0.02),
@@ -69,12 +70,14 @@ BAD_CLI = {  # (argv after the config, culprits the one line must name)
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", list(BAD_CLI))
 def test_bad_space_is_one_line_and_writes_nothing(tmp_path, capsys, name):
     argv, culprits = BAD_CLI[name]
     assert_sweep_refused(capsys, tmp_path, ["--config", CARTPOLE, *argv], culprits)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kwargs", [
     dict(space={}, search="random", trials=2),
     dict(space={"lr": (1e-2, 1e-4)}, search="random", trials=2),
@@ -93,6 +96,7 @@ def test_python_api_refuses_bad_spaces(tiny_config, tmp_path, kwargs):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.unit
 def test_draws_are_reproducible_and_inside_the_space():
     space = parse_space(["lr=1e-4:1e-2:log", "ent_coef=0:0.02", "clip_eps=0.1,0.2,0.3"])
     a, b = draw_settings(space, 2000, seed=0), draw_settings(space, 2000, seed=0)
@@ -142,6 +146,7 @@ def test_a_random_sweep_end_to_end_and_its_resume(tmp_path, capsys):
                                   np.array(summary["final_return"], float))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("trials", [0, -2, True, 2.0, "4"])
 def test_trials_must_be_positive(trials):
     """Each entry point that takes `trials` refuses the same values in one line: the flag's

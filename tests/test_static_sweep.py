@@ -53,6 +53,7 @@ def config():
     return load_config(CARTPOLE, parse_overrides(SETS))
 
 
+@pytest.mark.unit
 # -- pure: parsing, normalising, grouping --------------------------------------------------
 def test_values_split_at_top_level_commas_and_read_as_set_reads_them():
     assert split_values("[64,64],[256, 256]") == ["[64,64]", "[256, 256]"]
@@ -65,6 +66,7 @@ def test_values_split_at_top_level_commas_and_read_as_set_reads_them():
                           "lr": 1e-3}) == "hidden_sizes=64x64,norm_adv=false,target_kl=null,lr=0.001"
 
 
+@pytest.mark.unit
 def test_settings_group_by_their_static_values_as_the_config_holds_them():
     settings = normalize(config(), [
         {"num_minibatches": 2, "lr": 1e-3, "hidden_sizes": (8, 8)},
@@ -87,6 +89,7 @@ def test_settings_group_by_their_static_values_as_the_config_holds_them():
         (1e-3, "000", [0, 1])]
 
 
+@pytest.mark.unit
 def test_a_random_search_draws_static_choices_as_values():
     settings, record = random_search(config(), {"num_minibatches": [1, 2],
                                                 "hidden_sizes": [[8], [16, 16]],
@@ -121,12 +124,14 @@ BAD_CLI = {  # argv after the config, culprits the one line must name
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", list(BAD_CLI))
 def test_bad_static_input_is_one_line_and_writes_nothing(tmp_path, capsys, name):
     argv, culprits = BAD_CLI[name]
     assert_sweep_refused(capsys, tmp_path, ["--config", CARTPOLE, *argv], culprits)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kwargs", [
     dict(grid={"lrr": [1e-3]}),
     dict(grid={"num_minibatches": [2, 3]}),
