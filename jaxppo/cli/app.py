@@ -24,12 +24,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+import jaxppo.cli.compare as compare
+import jaxppo.cli.config as config
+import jaxppo.cli.eval as evaluate
+import jaxppo.cli.report as report
+import jaxppo.cli.sweep as sweep
+import jaxppo.cli.train as train
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.cli import compare, config, eval, report, sweep, train
 from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
 from jaxppo.run.files import PipeSafe
 
-VERBS = (train, sweep, compare, eval, report, config)
+VERBS = (train, sweep, compare, evaluate, report, config)
 """The verbs, in the order `jaxppo --help` lists them."""
 
 

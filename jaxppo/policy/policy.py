@@ -36,7 +36,7 @@ from jaxppo.policy.episodes import (
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.files import check_writable
 from jaxppo.run.memory import check_eval_memory
-from jaxppo.search.halving import checkpoint_run_updates
+from jaxppo.search.strategies import controller_for
 
 
 @cached
@@ -210,9 +210,11 @@ def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
 
 
 def updates_per_run(ckpt) -> list[int]:
-    """[R] the updates each run of a checkpoint trained: the checkpoint's, except in a halving
-    sweep, whose agents stopped at a rung keep the parameters they had there."""
-    ends = checkpoint_run_updates(ckpt.extra, ckpt.num_runs, ckpt.update)
+    """[R] the updates each run of a checkpoint trained: the checkpoint's, except where its
+    search strategy stopped some early (a halving sweep's agents keep the parameters they had
+    at their rung), as that strategy's controller says."""
+    controller = controller_for(ckpt.config, ckpt.record, ckpt.num_runs)
+    ends = None if controller is None else controller.run_updates(ckpt.update)
     return [int(ckpt.update)] * ckpt.num_runs if ends is None else [int(u) for u in ends]
 
 

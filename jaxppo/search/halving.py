@@ -139,16 +139,6 @@ def run_updates(record: dict, seeds: int, update: int) -> np.ndarray:
     return np.repeat(setting_updates(record, update), seeds)
 
 
-def checkpoint_run_updates(extra: dict, num_runs: int, update: int) -> np.ndarray | None:
-    """[R] updates each run of a checkpoint (its `extra`, `num_runs`, `update`) trained if it
-    holds a halving sweep, whose agents stopped at a rung keep their parameters from there;
-    None for any other run (every run trained `update`)."""
-    if not is_halving(extra.get("search")):
-        return None
-    seeds = num_runs // max(1, len(extra.get("settings") or ()))
-    return run_updates(extra["search"], seeds, update)
-
-
 class HalvingController(Controller):
     """Successive halving through the controller protocol: each rung is a segment of the run
     that trains only its survivors. The decisions are kept in the search record (`kept`, and
