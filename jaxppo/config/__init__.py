@@ -5,7 +5,7 @@ checked against the env sources). Code outside this package imports from here; t
 inside import each other by full path, so nothing cycles through this face.
 """
 
-from jaxppo.config.hparams import Hparams
+from jaxppo.config.hparams import Hparams, check_settings
 from jaxppo.config.load import load_config, parse_overrides, parse_value, yaml_load
 from jaxppo.config.reference import config_reference, config_reference_markdown
 from jaxppo.config.schema import (
@@ -21,6 +21,7 @@ __all__ = [
     "Hparams",
     "PPOConfig",
     "check_config_key",
+    "check_settings",
     "config_from_dict",
     "config_reference",
     "config_reference_markdown",

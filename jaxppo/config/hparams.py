@@ -6,6 +6,7 @@ one compile serves a whole `jax.vmap` over settings, and PBT can change them bet
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax
@@ -77,3 +78,19 @@ _HP_RANGES = {
     "vf_coef": (0.0, np.inf, "use a number >= 0"),
     "max_grad_norm": (0.0, np.inf, "use a positive number"),
 }
+
+
+def check_settings(config: PPOConfig, settings: list[dict]) -> None:
+    """A sweep's settings (`Experiment(hparams=...)`): float hyperparameters only (a static
+    key is a program of its own), each valid with `config`, checked on the host before any
+    compile."""
+    if not settings:
+        raise ConfigError("hparams: an empty list of settings; give at least one dict")
+    for s in settings:
+        bad = [k for k in s if k not in Hparams._fields]
+        if bad:
+            raise ConfigError(f"hparams: {bad[0]!r} is static (fixed when compiled), and one "
+                              f"Experiment is one program: its hparams take "
+                              f"{', '.join(Hparams._fields)}; jaxppo.sweep(config, "
+                              f"{{{bad[0]!r}: [...]}}) compiles one program per static setting")
+        dataclasses.replace(config, **s)  # validate every setting on the host before compiling

@@ -26,8 +26,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
-from jaxppo.config import Hparams, PPOConfig
+from jaxppo.config import Hparams, PPOConfig, check_settings
 from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of
@@ -82,18 +83,22 @@ class Experiment:
       progress: live progress (a bar on a terminal, lines otherwise).
       tensorboard: write `tb/<run>/` event files.
       devices: split the runs (`shard="seeds"`) or each run's envs (`"envs"`) over this many
-        devices (an int or "all"); `mesh`: a given `jax.sharding.Mesh` instead.
+        devices (an int or "all").
+      mesh: a given `jax.sharding.Mesh` to split over, instead of `devices`.
+      shard: what is split over the devices: `"seeds"` (the runs) or `"envs"` (each run's).
+      builtin_callbacks: write the run directory's files (False: only your callbacks).
       callbacks: `jaxppo.Callback`s or functions of a `ChunkEvent` (return False, or any
         false value but None, to stop; an array is refused: it has no truth value).
         A `CsvLogger`, `TensorBoardLogger`, `Checkpointer` or `SummaryFile` given here replaces
-        the built-in one; `builtin_callbacks=False` keeps only yours (and the progress).
+        the built-in one.
       stop_on_divergence: stop at the first NaN/Inf update (a sweep flags it and goes on).
       chunk_updates: updates per compiled chunk (default: about 1/25 of the run).
       donate: the chunk program donates the runner state it consumes (default: on a GPU/TPU);
         callbacks then see each chunk's state as a host copy.
-      env / env_params: an environment instance to train on instead of the one
-        `config.env_id` names (which then only labels the run); resuming such a run needs the
-        same instance again: `Experiment.resume(run_dir, env=..., env_params=...)`.
+      env: an environment instance to train on instead of the one `config.env_id` names
+        (which then only labels the run); resuming such a run needs the same instance again:
+        `Experiment.resume(run_dir, env=..., env_params=...)`.
+      env_params: that environment's params (default: its `default_params`).
       search: how a sweep's `hparams` were found (a random search's space, trials and seed),
         recorded in the checkpoint and summary.json (`search`).
       controller: a search strategy that changes the population while it runs (PBT's
@@ -107,7 +112,8 @@ class Experiment:
                  seed: int = 0, logdir: str | None = "runs", run_name: str | None = None,
                  checkpoint_every: int | None = None,
                  checkpoint_every_s: float | None = CHECKPOINT_EVERY_S, progress: bool = True,
-                 tensorboard: bool = True, devices: int | str | None = None, mesh=None,
+                 tensorboard: bool = True, devices: int | str | None = None,
+                 mesh: Mesh | None = None,
                  shard: str = "seeds", callbacks: Sequence[Any] = (),
                  builtin_callbacks: bool = True, stop_on_divergence: bool | None = None,
                  chunk_updates: int | None = None, donate: bool | None = None,
@@ -124,7 +130,7 @@ class Experiment:
         self.env, self.env_params = env, env_params
         self.settings = None if hparams is None else [dict(s) for s in hparams]
         if self.settings is not None:
-            _check_settings(config, self.settings)
+            check_settings(config, self.settings)
             # Plain floats: they go into checkpoints and summary.json (numpy scalars would not).
             self.settings = [{k: float(v) for k, v in s.items()} for s in self.settings]
         self.num_runs = self.seeds * (1 if self.settings is None else len(self.settings))
@@ -431,16 +437,3 @@ class Experiment:
                 if self.controller is not None:
                     cb.snapshot = self._snapshot
         return out
-
-
-def _check_settings(config: PPOConfig, settings: list[dict]) -> None:
-    if not settings:
-        raise ConfigError("hparams: an empty list of settings; give at least one dict")
-    for s in settings:
-        bad = [k for k in s if k not in Hparams._fields]
-        if bad:
-            raise ConfigError(f"hparams: {bad[0]!r} is static (fixed when compiled), and one "
-                              f"Experiment is one program: its hparams take "
-                              f"{', '.join(Hparams._fields)}; jaxppo.sweep(config, "
-                              f"{{{bad[0]!r}: [...]}}) compiles one program per static setting")
-        dataclasses.replace(config, **s)  # validate every setting on the host before compiling

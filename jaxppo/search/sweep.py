@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
@@ -25,7 +26,7 @@ from jaxppo.search.table import SweepResult
 def sweep(config: PPOConfig, grid: dict[str, Sequence] | None = None, seeds: int = 1, *,
           space: dict | None = None, search: str = "grid", trials: int | None = None,
           population: int | None = None, interval: int | None = None,
-          quantile: float | None = None, eta: int | None = None, **kwargs) -> SweepResult:
+          quantile: float | None = None, eta: int | None = None, **kwargs: Any) -> SweepResult:
     """Every setting of `grid` (or `trials` settings drawn at random from `space`) x `seeds`
     seeds; the ranked table. The float hyperparameters (`Hparams`) of all settings run in one
     compiled program; a static key (`num_minibatches`, `hidden_sizes`, ...: any other config
@@ -44,7 +45,11 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence] | None = None, seeds: int
         default 0.25, copies a top member's learner and perturbs its hyperparameters). The
         options of each are in `jaxppo.search.strategies`; halving and PBT keep one compiled
         population, so their spaces take float hyperparameters only.
-      trials, eta, population, interval, quantile: the strategies' options.
+      trials: settings to draw (`random`, `halving`).
+      population: members (`pbt`, at least 2).
+      interval: updates between PBT's exploit steps (default 20).
+      quantile: the share of PBT's members that copy a top member (default 0.25).
+      eta: halving keeps the best 1/eta after each rung (default 3).
       **kwargs: `Experiment`'s (`checkpoint_every`, `logdir`, `callbacks`, `seed`, ...).
 
     Returns:
