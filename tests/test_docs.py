@@ -3,13 +3,15 @@ and docs/ runs (at tiny budgets), and the site builds with `mkdocs build --stric
 link, a missing page or a docstring that no longer matches its signature fails it) with every
 public name, CLI verb and flag, and config key on a reference page.
 
-Bash blocks: each distinct `jaxppo ...` line runs through the CLI in this process, with a budget
-of two updates (`--set total_timesteps=...`); `runs/<run-name>` is a finished tiny run (a stopped
-one for `--resume`), `runs/<sweep-name>` a stopped sweep. Lines that need a cluster are parsed
-only; lines another test already runs at a budget of its own are parsed, their config loaded,
-and the named test must exist. `python scripts/X.py ...` lines are checked by argparse
-(`--help` after their flags). Python blocks run in a fresh interpreter from a copy of the
-repository's layout, every `PPOConfig` capped at a few updates."""
+Bash blocks: each distinct `jaxppo ...` line runs through the CLI in this process with a budget
+of one update (`--set total_timesteps=...`; a PBT or halving sweep gets the updates its
+schedule needs), at most 64 vmapped seeds, and one env step per update where it asks for
+65,536 envs. `runs/<run-name>` is a finished tiny run (a stopped one for `--resume`),
+`runs/<sweep-name>` a stopped sweep. Lines that need a cluster are parsed only; lines another
+test already runs at a budget of its own are parsed, their config loaded, and the named test
+must exist. `python scripts/X.py ...` lines are checked by argparse (`--help` after their
+flags). Python blocks run in a fresh interpreter from a copy of the repository's layout, every
+`PPOConfig` capped at a few updates."""
 
 import glob
 import os
@@ -23,8 +25,9 @@ import pytest
 from conftest import stop_run_at
 
 from jaxppo import load_config, sweep
+from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import build_parser, main
-from jaxppo.config import FIELDS
+from jaxppo.config import FIELDS, parse_overrides
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
 PAGES = ["README.md", *sorted(os.path.relpath(p, ROOT) for p in
@@ -51,7 +54,7 @@ COVERED = {"compare --config configs/atari_breakout.yaml": (
            "configs/craftax_": ("test_env_craftax.py", "def test_")}
 # Python blocks that are a listing of a file, not a program to run: the file runs elsewhere.
 LISTINGS = ("class Corridor:",)
-UPDATES = 2  # the budget of every run a docs command starts, in updates
+UPDATES = 1  # the budget of every run a docs command starts, in updates
 PYTHON_CAP = '''
 import jaxppo.config.schema as _schema
 
@@ -115,10 +118,11 @@ def test_the_docs_show_every_verb():
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
+def workdir(tmp_path_factory, _cache_dir):
     """A working directory like the repository root: `configs/`, `scripts/`, a `runs/` of its
     own with a finished run, a stopped run and a stopped sweep."""
     d = tmp_path_factory.mktemp("docs")
+    setup_compilation_cache()
     for name in ("configs", "scripts"):
         os.symlink(os.path.join(ROOT, name), d / name)
     config = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"), {"total_timesteps": 4096})
@@ -150,14 +154,12 @@ def placeholders(argv: list[str], workdir, index: int) -> list[str]:
 
 
 def budget(argv: list[str]) -> list[str]:
-    """Two updates of the config the line trains (later --set wins)."""
+    """One update of the config the line trains (later --set wins)."""
     args = build_parser().parse_args(argv)
     if argv[0] == "compare":
         return ["--steps", "2048", "--repeats", "1", "--seeds", "2"]
     if argv[0] not in ("train", "sweep") or getattr(args, "resume", None):
         return []
-    from jaxppo.config import parse_overrides
-
     config = load_config(args.config, parse_overrides(args.set))
     extra = ["--set", f"total_timesteps={config.batch_size * UPDATES}", "--no-progress"]
     if argv[0] == "sweep":
@@ -169,6 +171,7 @@ def budget(argv: list[str]) -> list[str]:
     return extra
 
 
+@pytest.mark.usefixtures("compile_cache")
 @pytest.mark.parametrize("index,page,line", [(i, p, line) for i, (p, line) in
                                              enumerate(commands("jaxppo "))],
                          ids=[f"{p}:{line[:60]}" for p, line in commands("jaxppo ")])
@@ -188,15 +191,16 @@ def test_each_docs_command_runs(index, page, line, workdir, monkeypatch, capsys)
         return
     monkeypatch.chdir(workdir)
     argv = placeholders(argv, workdir, index)
+    if "--seeds" in argv:  # the same program at a scale this machine runs in seconds
+        i = argv.index("--seeds") + 1
+        argv[i] = str(min(int(argv[i]), 64))
+    if "num_envs=65536" in argv:  # one update of 65,536 envs, one step each
+        argv += ["--set", "num_steps=1"]
     argv += budget(argv)
     if argv[0] == "train" and "--resume" not in argv:
         argv += ["--run-name", f"line-{index}"]
     if argv[0] == "compare":
         argv += ["--out", str(workdir / f"compare-{index}")]
-    if "num_envs=65536" in argv:  # one update of 65,536 envs, one step each
-        argv += ["--set", "num_steps=1", "--set", "total_timesteps=65536"]
-    if "--seeds" in argv and int(argv[argv.index("--seeds") + 1]) > 64:  # one update of each
-        argv += ["--set", "total_timesteps=512"]
     if "--wandb" in argv:
         pytest.importorskip("wandb", reason="the wandb extra (a W&B account) is not installed")
     code = main(argv)
