@@ -54,7 +54,7 @@ class PPOConfig:
     the environment's own limit; None keeps the environment's (or its adapter's) own."""
     reset: str = "auto"
     """How an env whose episode ended gets its next initial state: `auto`, `predrawn`, `cond` or
-    `optimistic` (README: Resets). With `auto`, envs whose reset is costly (Brax, Playground,
+    `optimistic` (docs/explanation/resets.md). With `auto`, envs whose reset is costly (Brax, Playground,
     Craftax) get `optimistic` and the rest `predrawn`. `predrawn` draws T x N reset states before
     each rollout; `cond` resets all envs inside a `lax.cond` on steps where one ended, which a
     vmap over seeds turns into a reset on every step; `optimistic` draws `reset_batch` fresh

@@ -18,7 +18,7 @@ from jaxppo.run.events import Divergence
 from jaxppo.run.logs.metrics_csv import parse_metrics_log
 
 DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
-                   "(see README: when things go wrong)")
+                   "(see docs/reference/errors.md)")
 
 
 def source_name(code: float) -> str:
@@ -56,7 +56,7 @@ def describe_divergence(d: Divergence, config: PPOConfig, who: str | None = None
     if d.source in ("env_obs", "env_reward"):
         what = "observations" if d.source == "env_obs" else "rewards"
         return (f"{env} returned NaN/Inf {what} {at}",
-                "fix the env (jaxppo trains on what it returns; see README: when things go wrong)")
+                "fix the env (jaxppo trains on what it returns; see docs/reference/errors.md)")
     if d.source == "action_mask":
         return (f"{env} gave an action mask that allows no action {at}",
                 "every state must allow at least one action (MultiDiscrete: one value of each "
