@@ -8,15 +8,36 @@ from __future__ import annotations
 
 
 class ConfigError(ValueError):
-    """A bad configuration value; the message names the key and the fix."""
+    """A bad configuration value; the message names the key and the fix.
+
+    Raised on the host, before anything is traced or compiled: by `PPOConfig(...)` and
+    `dataclasses.replace(config, ...)` (a value out of range, sizes that do not divide, an
+    unknown environment), `load_config` (an unreadable file, bad YAML, an unknown key, with the
+    closest key suggested), `Hparams.stack` / `Hparams.check`, `register_env`, and
+    `Experiment.run()` when the config (times its runs) cannot fit the device's free memory.
+    A `ValueError`; the CLI prints the line and exits with status 2.
+    """
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used; the message names the problem."""
+    """A checkpoint that cannot be used; the message names the problem.
+
+    Raised by `load_checkpoint`, `load_policy`, `evaluate` and `Experiment.resume` for a run
+    that has no checkpoint, a file that is not one, a corrupt or truncated file, a failed
+    checksum (an edited header), another format version, or a checkpoint that does not match
+    its config or the environment passed as `env=`. Nothing is written. A `ValueError`; the CLI
+    prints the line and exits with status 2.
+    """
 
 
 class UsageError(Exception):
-    """Bad command-line or API input (a path, a flag combination): exit status 2 in the CLI."""
+    """Bad command-line or API input (a path, a flag combination): exit status 2 in the CLI.
+
+    The input is refused in one line naming what to pass instead, before anything is written:
+    e.g. a run directory in use by another process, a finished run given to resume, a seed out
+    of a checkpoint's range in `load_policy`, `Policy.act` asked to sample without a key, or
+    `report` given no run directory.
+    """
 
 
 class EnvError(RuntimeError):

@@ -18,7 +18,24 @@ from jaxppo.errors import ConfigError
 
 
 class Hparams(NamedTuple):
-    """The float hyperparameters as traced arrays, so `jax.vmap` can sweep them with one compile."""
+    """The float hyperparameters as traced arrays, so `jax.vmap` can sweep them with one compile.
+
+    `PPOConfig` is static (fixed at trace time); these seven of its keys are also copied here,
+    and `train(key, hparams)` takes them as data. Pass `None` (the default) to train with the
+    config's own values; pass `Hparams.stack([...])` with `jax.vmap(train, in_axes=(None, 0))`
+    to run several settings in one compiled program. Each field is a float32 array: a scalar
+    for one setting, or `[S]` for S stacked settings.
+
+    Attributes:
+      lr: Adam learning rate (the start value when `anneal_lr`).
+      gamma: discount factor.
+      gae_lambda: GAE lambda: 0 is one-step TD, 1 is Monte Carlo.
+      clip_eps: the PPO ratio clip (the paper's epsilon); also clips the value update when
+        `clip_vloss`.
+      ent_coef: entropy bonus coefficient.
+      vf_coef: value loss coefficient (the value loss already carries CleanRL's factor 0.5).
+      max_grad_norm: global-norm gradient clip.
+    """
 
     lr: Any
     gamma: Any
@@ -30,6 +47,14 @@ class Hparams(NamedTuple):
 
     @classmethod
     def from_config(cls, config: PPOConfig) -> Hparams:
+        """The config's own values of the seven fields, as float32 scalars.
+
+        Args:
+          config: the config to read them from.
+
+        Returns:
+          One setting: what `train(key)` uses when given no `hparams`.
+        """
         return cls(**{k: jnp.asarray(getattr(config, k), jnp.float32) for k in cls._fields})
 
     @classmethod
@@ -38,6 +63,17 @@ class Hparams(NamedTuple):
 
         Only the `Hparams` fields can differ: configs that differ in anything else (a size, a
         switch) raise, since one compiled `train` would silently run them all the same way.
+
+        Args:
+          configs_or_hparams: the settings, each a `PPOConfig` (its float hyperparameters are
+            taken) or an `Hparams` of scalars.
+
+        Returns:
+          One `Hparams` whose fields are `[S]` arrays, S = the number of settings, in order.
+
+        Raises:
+          ConfigError: no settings were given, or the configs differ in a static key (sweep
+            those with one `make_train` per static setting, as `jaxppo.sweep` does).
         """
         items = list(configs_or_hparams)
         if not items:
@@ -56,7 +92,19 @@ class Hparams(NamedTuple):
 
     def check(self) -> Hparams:
         """Refuse impossible values (one line, as a config would) where they are concrete;
-        traced values (inside jit) cannot be looked at and pass through."""
+        traced values (inside jit) cannot be looked at and pass through.
+
+        `train` calls it on the `hparams` it is given, so a bad value passed as data is refused
+        as a bad config value would be.
+
+        Returns:
+          These `Hparams`, unchanged.
+
+        Raises:
+          ConfigError: a concrete value is not finite or out of its key's range (`lr`,
+            `clip_eps` and `max_grad_norm` positive, `gamma` and `gae_lambda` in [0, 1],
+            `ent_coef` and `vf_coef` >= 0).
+        """
         for name, value in zip(self._fields, self, strict=True):
             if isinstance(value, jax.core.Tracer) or value is None:
                 continue

@@ -90,7 +90,25 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PPOConfig:
     """Read a YAML config (`yaml_load`: safe, YAML 1.2 numbers, no duplicate keys) and apply
-    `overrides`."""
+    `overrides`.
+
+    The file is a flat mapping of config keys (see `PPOConfig`); keys it leaves out keep their
+    defaults. Numbers follow YAML 1.2 (`3e-4` and `1e6` are numbers, not strings), and a key
+    given twice is refused instead of the last one silently winning.
+
+    Args:
+      path: the YAML file (the shipped ones are in `configs/`).
+      overrides: `{key: value}` applied on top of the file, as the CLI's `--set` does
+        (default: none).
+
+    Returns:
+      The validated `PPOConfig`.
+
+    Raises:
+      ConfigError: the file cannot be read or is not UTF-8, its YAML is malformed or not a
+        mapping, a key appears twice, a key (in the file or in `overrides`) is unknown (the
+        closest key is suggested), or a value is invalid.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

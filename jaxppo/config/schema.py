@@ -32,8 +32,24 @@ _INT32_MAX = 2**31 - 1
 class PPOConfig:
     """Everything that defines a PPO run. Defaults are CleanRL's / PureJaxRL's CartPole settings.
 
+    Build it with keywords (`PPOConfig(env_id="Acrobot-v1", num_envs=8)`), from a YAML file
+    (`load_config`), or get the one a run trained with (`load_checkpoint(run_dir).config`).
+    Every way ends in the same validation, on the host before anything is traced, so a bad
+    value is refused once, in one line naming its key and the fix. Each field below is a
+    config key; the [config reference](config.md) lists them all with type, default and
+    meaning (`jaxppo config --list` prints the same table).
+
+    Every field is static: shapes, loop lengths and switches are fixed when `make_train`
+    traces the program, and changing one means a new compile. The float hyperparameters
+    (`lr`, `gamma`, `gae_lambda`, `clip_eps`, `ent_coef`, `vf_coef`, `max_grad_norm`) are also
+    copied into `Hparams`, which `train` takes as data: a sweep over them is one compile.
+
     The class is frozen: derive a variant with `dataclasses.replace(config, key=value)` (which
-    re-validates), never by mutation.
+    re-validates), never by mutation. Configs hash and compare by content.
+
+    Raises:
+      ConfigError: a value of the wrong type or out of range, sizes that do not fit together
+        (`num_minibatches` must divide `num_envs * num_steps`), or an unknown `env_id`.
     """
 
     env_id: str = "CartPole-v1"
@@ -135,6 +151,7 @@ class PPOConfig:
 
     @property
     def minibatch_size(self) -> int:
+        """Transitions per minibatch: `batch_size // num_minibatches`."""
         return self.batch_size // self.num_minibatches
 
     @property
@@ -154,6 +171,12 @@ class PPOConfig:
         return hash(tuple(repr(freeze(getattr(self, f))) for f in FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as plain, YAML-ready data (lists for tuples, plain dicts for mappings).
+
+        Returns:
+          `{key: value}` for every field, in field order: what a run's `config.yaml` and a
+            checkpoint's header hold; `PPOConfig(**config.to_dict())` builds an equal config.
+        """
         d = dataclasses.asdict(self)
         d["hidden_sizes"] = list(self.hidden_sizes)
         d["env_kwargs"] = thaw(self.env_kwargs)

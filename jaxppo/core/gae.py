@@ -23,17 +23,25 @@ def compute_gae(
 ) -> tuple[jax.Array, jax.Array]:
     """Advantages and value targets, all `[T, N]`.
 
+    Generalized Advantage Estimation (Schulman et al. 2016) as a reverse `lax.scan`, the one
+    the train loop uses. Termination and truncation are kept apart: a terminated step
+    bootstraps from nothing (the terminal state is worth 0), a time-limit truncation
+    bootstraps from the value of the true next state, and either one stops the advantage
+    recursion from leaking into the next episode. Jit- and vmap-safe; T = steps, N = envs.
+
     Args:
       rewards: r_t.
       values: V(s_t) at rollout time.
       next_values: V(s'_t), the true next state: the final observation where the episode ended.
       terminated: s'_t is terminal (no bootstrap).
       dones: the episode ended at t (terminated or truncated): cuts the lambda recursion.
+      gamma: the discount factor (a float, or a traced scalar under a sweep).
+      gae_lambda: GAE's lambda: 0 is one-step TD, 1 is Monte Carlo.
 
     Returns:
       `(advantages, returns)` with
-      `delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)`,
-      `A_t = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}`, `returns = A + V`.
+        `delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)`,
+        `A_t = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}`, `returns = A + V`.
     """
     chex.assert_rank(rewards, 2)
     chex.assert_equal_shape([rewards, values, next_values, terminated, dones])

@@ -44,12 +44,25 @@ RESTART_SALT = 0x5E5E7
 
 
 class TrainState(NamedTuple):
-    """What the learner owns; checkpoints and evaluation need exactly this."""
+    """What the learner owns; checkpoints and evaluation need exactly this.
+
+    You meet it as `TrainOutput.train_state`, `RunResult.train_state`,
+    `Checkpoint.train_state` and `Policy.train_state`. Of several runs (vmapped seeds or a
+    sweep's settings), every leaf has a leading runs axis R.
+
+    Attributes:
+      params: the actor-critic's network parameters (a Flax params tree).
+      opt_state: the optimizer's state: optax's global-norm clip, then Adam's moments.
+      normalizer: the running mean/std of the observations and of the discounted return,
+        updated only with `normalize_obs` / `normalize_reward`; evaluation and resumed runs
+        apply exactly the statistics the policy trained with.
+      step: updates done so far (int32).
+    """
 
     params: Any
     opt_state: Any
     normalizer: NormalizerState
-    step: jax.Array  # updates done so far (int32)
+    step: jax.Array
 
 
 class RunnerState(NamedTuple):
@@ -63,8 +76,22 @@ class RunnerState(NamedTuple):
 
 
 class TrainOutput(NamedTuple):
+    """What `train(key, hparams)` (a `Trainer` called) returns: the whole run's outcome.
+
+    Under `jax.vmap` over keys or `Hparams`, every leaf gains a leading runs axis R.
+
+    Attributes:
+      train_state: the learner after the last update (`TrainState`).
+      metrics: every logged metric by name (`episodic_return`, `policy_loss`, `approx_kl`,
+        `nonfinite`, ...; the env's own under `env/`), each `[U]` per run, one value per update
+        (`[R, U]` under vmap). Memory is O(U), never O(steps). `episodic_return` is NaN until
+        the first episode ends.
+      runner_state: the whole carry of the update scan (learner, env states, the latest
+        episodic return and length, PRNG key): enough to continue the run bit-exactly.
+    """
+
     train_state: TrainState
-    metrics: dict[str, jax.Array]  # each [U] (per seed under vmap)
+    metrics: dict[str, jax.Array]
     runner_state: RunnerState
 
 
@@ -231,7 +258,21 @@ class Trainer:
     """What `make_train` returns: `trainer(key, hparams=None) -> TrainOutput` is the pure
     whole-run function; `init` and `run` are its two halves, for callers that drive the update
     scan in chunks (live logging, checkpoints); `env` and `network` are what they were built
-    from. A frozen value: nothing here probes a device or touches a file."""
+    from. A frozen value: nothing here probes a device or touches a file.
+
+        train = jaxppo.make_train(config)
+        out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), 8))  # 8 seeds
+
+        runner = train.init(jax.random.key(0))           # the same run, in chunks of 10
+        runner, metrics = train.run(runner, num_updates=10)
+
+    Attributes:
+      config: the run's `PPOConfig` (with `axis_name`: one device's share of it).
+      env: the vectorised environment, `config.num_envs` copies (`VecEnv`, or the same
+        interface over a host source such as `gymnasium/`).
+      network: the actor-critic Flax module.
+      axis_name: the mesh axis an env-sharded program runs over, or None.
+    """
 
     config: PPOConfig
     env: VecEnv
@@ -246,20 +287,48 @@ class Trainer:
         p = self.config.matmul_precision
         return contextlib.nullcontext() if p == "default" else jax.default_matmul_precision(p)
 
-    def init(self, key: jax.Array, hparams: Hparams | None = None, params=None) -> RunnerState:
+    def init(self, key: jax.Array, hparams: Hparams | None = None,
+             params: Any = None) -> RunnerState:
+        """The state before the first update: network params (orthogonal init), optimizer and
+        normalizer state, and `env.num_envs` freshly reset envs, all from `key`.
+
+        Args:
+          key: the run's PRNG key (one seed): the same key gives the same run.
+          hparams: the float hyperparameters (None: the config's), checked as
+            `Hparams.check` does.
+          params: network params built already from the same `key` (`initial_params(key)`):
+            the sharded paths build them outside their mesh. None builds them here.
+
+        Returns:
+          The `RunnerState` (the update scan's carry) to pass to `run`.
+        """
         with self._precision():
             return init_runner(key, self._hp(hparams), config=self.config, env=self.env,
                                network=self.network, axis_name=self.axis_name, params=params)
 
-    def initial_params(self, key: jax.Array):
-        """The network parameters `init(key)` starts from (orthogonal init)."""
+    def initial_params(self, key: jax.Array) -> Any:
+        """The network parameters `init(key)` starts from (orthogonal init).
+
+        Args:
+          key: the run's PRNG key, as given to `init`.
+
+        Returns:
+          The params tree (`TrainState.params` before the first update).
+        """
         with self._precision():
             return init_params(self.network, init_keys(key)[0], self.env.obs_shape)
 
     def restart_episodes(self, runner: RunnerState) -> RunnerState:
         """`runner` with every env reset and its episode accumulators zeroed, the learner
         (train state, key, last return) untouched: how a run on a host env resumes, since the
-        host's own state is in no checkpoint. The reset key is derived, never split off."""
+        host's own state is in no checkpoint. The reset key is derived, never split off.
+
+        Args:
+          runner: the state to restart the episodes of (a restored checkpoint's).
+
+        Returns:
+          The same state with fresh episodes.
+        """
         with self._precision():
             obs, env_state = self.env.reset(jax.random.fold_in(runner.key, RESTART_SALT))
             hidden, start = initial_memory(self.network, self.env.num_envs)
@@ -268,6 +337,24 @@ class Trainer:
 
     def run(self, runner: RunnerState, hparams: Hparams | None = None,
             num_updates: int | None = None) -> tuple[RunnerState, dict[str, jax.Array]]:
+        """`num_updates` PPO updates from `runner`, as one `lax.scan`: the second half of
+        `train`, for callers that drive a run in chunks.
+
+        Each update is a rollout of `num_steps` steps in every env, GAE, then `update_epochs`
+        shuffled passes of `num_minibatches` clipped updates. A call continues exactly where
+        the previous one stopped (the learning-rate schedule reads the update counter in the
+        state), so chunks of a run together equal the run in one call.
+
+        Args:
+          runner: the state to continue from (`init`'s, or a previous `run`'s).
+          hparams: the float hyperparameters (None: the config's); pass the same ones to every
+            chunk.
+          num_updates: updates in this call (None: the whole run, `config.num_updates`).
+
+        Returns:
+          `(runner, metrics)`: the state after the last update, and every metric by name as a
+            `[num_updates]` array (as in `TrainOutput.metrics`).
+        """
         step = functools.partial(update_step, hp=self._hp(hparams), config=self.config,
                                  env=self.env, network=self.network, axis_name=self.axis_name)
         length = self.config.num_updates if num_updates is None else num_updates
@@ -275,6 +362,19 @@ class Trainer:
             return jax.lax.scan(step, runner, None, length=length)
 
     def __call__(self, key: jax.Array, hparams: Hparams | None = None) -> TrainOutput:
+        """The whole run: `init(key, hparams)`, then `run` for `config.num_updates` updates.
+
+        Pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
+
+        Args:
+          key: the run's PRNG key (one seed; a batch of keys under `jax.vmap`).
+          hparams: the float hyperparameters (None: the config's; `Hparams.stack` of several
+            settings under `jax.vmap(train, in_axes=(None, 0))`).
+
+        Returns:
+          The `TrainOutput`: final learner state, metrics `[U]` (`[R, U]` under vmap), and
+            the final runner state.
+        """
         runner, metrics = self.run(self.init(key, hparams), hparams)
         return TrainOutput(runner.train_state, metrics, runner)
 
@@ -283,16 +383,33 @@ def make_train(config: PPOConfig, *, env: Any = None, env_params: Any = None,
                axis_name: str | None = None) -> Trainer:
     """Build `train(key, hparams=None) -> TrainOutput` for `config` (validated already).
 
-    `env` is an environment instance to train on instead of the one `config.env_id` names (any
-    gymnax `Environment`, or anything with the protocol of `jaxppo.envs.protocol`), with
-    `env_params` (default: `env.default_params`); `config.env_id` then only labels the run.
+    `train` is pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both;
+    `jax.jit(jax.vmap(train))(keys)` compiles a many-seed run once. It checks no device memory
+    (a run started by `jaxppo.Experiment` or the CLI does that;
+    `jaxppo.estimate_memory(config, num_runs)` says what `num_runs` vmapped runs need), and
+    writes nothing: for logs, checkpoints and resume, use `Experiment`.
 
-    `train` is pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
-    It checks no device memory (a run started by `jaxppo.Experiment` or the CLI does that;
-    `jaxppo.estimate_memory(config, num_runs)` says what `num_runs` vmapped runs need).
+    Args:
+      config: the run's `PPOConfig`.
+      env: an environment instance to train on instead of the one `config.env_id` names (any
+        gymnax `Environment`, or anything with the protocol of `jaxppo.envs.protocol`);
+        `config.env_id` then only labels the run and must be `custom/<name>`. None: the
+        environment `config.env_id` names.
+      env_params: the environment's params (default: `env.default_params`, or the params
+        `config.env_id`'s environment comes with).
+      axis_name: for `make_sharded_train(..., shard="envs")`: `config` is then one device's
+        share of the agent, and `train` must run inside a `shard_map` over that mesh axis.
+        None: a plain program.
 
-    `axis_name` is for `make_sharded_train(..., shard="envs")`: `config` is then one device's
-    share of the agent, and `train` must run inside a `shard_map` over that mesh axis.
+    Returns:
+      The `Trainer`: call it as `train(key, hparams=None)`, or drive it in chunks with
+        `init` and `run`.
+
+    Raises:
+      TypeError: `config` is not a `PPOConfig`.
+      ConfigError: `env` is given but `config.env_id` is not a `custom/<name>` label (so a
+        checkpoint is never resumed or evaluated on the id's environment instead of yours),
+        or the environment cannot be built or breaks the env protocol.
     """
     if not isinstance(config, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(config).__name__}")

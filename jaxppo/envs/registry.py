@@ -66,7 +66,24 @@ def register_env(env_id: str, factory: Callable[..., Any], *, overwrite: bool = 
     is built (e.g. at import of the module that defines the env). Ids with a suite's prefix
     (`brax/`, ...), `probe/`, `custom/` or a `:` would never reach the factory and are refused;
     replacing a built-in id (a gymnax or probe id, with its solve threshold) needs
-    `overwrite=True` (the run then has no solve threshold)."""
+    `overwrite=True` (the run then has no solve threshold).
+
+        jaxppo.register_env("Corridor-v0", Corridor)      # Corridor(**env_kwargs)
+        config = jaxppo.PPOConfig(env_id="Corridor-v0", env_kwargs={"length": 8})
+
+    Args:
+      env_id: the id configs will use (e.g. `MyTask-v0`).
+      factory: a callable, `factory(**env_kwargs)` returning the environment or an
+        `(env, env_params)` pair: the env class itself, or a function; not an instance (pass an
+        instance as `env=` to `make_train` / `Experiment` instead).
+      overwrite: replace a built-in id of the same name.
+
+    Raises:
+      TypeError: `env_id` is not a non-empty str, or `factory` is not callable.
+      ConfigError: `env_id` has a reserved prefix or a `:`, or is a built-in id and
+        `overwrite` is False (checked here once gymnax is imported, else when ids are first
+        looked up).
+    """
     if not isinstance(env_id, str) or not env_id:
         raise TypeError(f"register_env: env_id must be a non-empty str, got {env_id!r}")
     if not callable(factory):

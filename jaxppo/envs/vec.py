@@ -80,7 +80,70 @@ class VecEnv:
     `VecEnv(env_id, num_envs)` builds the env from its id; `env=` (and `env_params=`) take an
     environment instance instead, `env_id` then only names it. `obs_field` picks the field of a
     dict/NamedTuple observation, `max_episode_steps` adds a time limit, `reset` and
-    `reset_batch` pick how ended episodes get new initial states (`resets.py`)."""
+    `reset_batch` pick how ended episodes get new initial states (`resets.py`).
+
+    This is what the train loop steps (`Trainer.env`), with autoreset, action clipping and
+    per-env episode statistics; build one yourself (usually with `VecEnv.from_config`) to step
+    an environment exactly as training does. Episodes end on termination (the next state is
+    terminal: its value is 0) or truncation (a time limit: the env's `is_truncated`, or
+    `max_episode_steps`; the rollout bootstraps from the true final observation,
+    `EnvStep.final_obs`). Arrays lead with N = `num_envs`.
+
+    Args:
+      env_id: the environment's id (see `PPOConfig.env_id`), or only its name when `env` is
+        given.
+      num_envs: the number of copies (N).
+      env: an environment instance (the protocol of `jaxppo.envs.protocol`; any gymnax
+        `Environment`) instead of building `env_id`'s; a class is refused.
+      env_params: the environment's params (default: `env.default_params`, or those the id's
+        environment comes with).
+      env_kwargs: keyword arguments for the id's constructor (config key `env_kwargs`).
+      obs_field: the field of a dict/NamedTuple observation to use (default: the env's
+        `default_obs_field`, if it has one).
+      max_episode_steps: truncate episodes after this many steps, on top of the env's own
+        limit (the shorter one wins); None: the env's own only.
+      params_overrides: fields of the params to replace (config key `env_params`).
+      reset: `auto`, `predrawn`, `cond` or `optimistic` (config key `reset`); `auto` picks
+        `optimistic` for envs whose reset is costly, else `predrawn`.
+      reset_batch: fresh reset states drawn per step under `optimistic` (None: N / 8,
+        rounded up; at most N).
+
+    Attributes:
+      env_id (str): the environment's id (or label).
+      num_envs (int): N.
+      env (Any): the single environment, as built or given.
+      params (Any): its params.
+      obs_field (str | None): the field of a dict/NamedTuple observation in use, or None.
+      obs_shape: one observation's shape.
+      obs_dtype (jnp.dtype): the observations' dtype: bool and uint8 stay so (image grids, 4x
+        less memory until the network casts them), everything else is float32.
+      action_spec (ActionSpec): the action space (kind, shape, sizes, bounds).
+      action_shape: one env's action shape: `()` discrete, `(K,)` multi-discrete, the box's
+        shape for continuous actions.
+      action_dim (int): the width of the policy head (A): the number of actions (summed over
+        sub-actions for multi-discrete), or the box's size.
+      discrete (bool): the actions are discrete (or multi-discrete).
+      multi_discrete (bool): the actions are multi-discrete (K sub-actions).
+      nvec (tuple[int, ...]): the number of choices per sub-action (`(n,)` for a discrete
+        space; `()` for continuous actions).
+      action_low (jax.Array | None): a continuous action space's lower bounds (None for
+        discrete actions).
+      action_high (jax.Array | None): its upper bounds (None for discrete actions).
+      masked (bool): the env gives an action mask (legal actions per step).
+      max_episode_steps: the time limit in effect (the shorter of the argument and the env's
+        own), or None.
+      reset_mode (str): the reset strategy in effect (`auto` resolved).
+      reset_batch (int): K, the fresh draws per step under `optimistic`.
+      metric_names (tuple[str, ...]): the env's own episode metrics, logged per episode (e.g.
+        Craftax's achievements).
+      info: what inspecting the env found (`EnvInfo`: spaces, how to read observations and
+        masks).
+
+    Raises:
+      ConfigError: `env` is a class, `reset` is unknown, `params_overrides` names a field the
+        params lack, the env's own `max_episode_steps` is not a positive integer, or the env
+        breaks the env protocol (one line naming it).
+    """
 
     def __init__(self, env_id: str, num_envs: int, *, env: Any = None, env_params: Any = None,
                  env_kwargs: dict[str, Any] | None = None, obs_field: str | None = None,
@@ -135,7 +198,8 @@ class VecEnv:
 
     @property
     def lazy_reset(self) -> bool:
-        """No T x N reset states are drawn ahead: resets happen inside the step."""
+        """No T x N reset states are drawn ahead: resets happen inside the step (every reset
+        mode but `predrawn`)."""
         return self.reset_mode != "predrawn"
 
     @classmethod
@@ -143,7 +207,21 @@ class VecEnv:
                     env_params: Any = None, *, evaluation: bool = False) -> VecEnv | HostVecEnv:
         """The VecEnv a `PPOConfig` describes (its env keys), with `num_envs` copies; a
         `HostVecEnv` (same interface) for an id of a host source (`gymnasium/`, ...), in the
-        source's evaluation setting with `evaluation` (JAX envs have one setting)."""
+        source's evaluation setting with `evaluation` (JAX envs have one setting).
+
+        Args:
+          config: the `PPOConfig` whose env keys (`env_id`, `env_kwargs`, `env_params`,
+            `obs_field`, `max_episode_steps`, `reset`, `reset_batch`) to follow.
+          num_envs: the number of copies (N); not the config's `num_envs`, so evaluation can
+            ask for another count.
+          env: an environment instance instead of the one `config.env_id` names.
+          env_params: that instance's params (default: its `default_params`).
+          evaluation: a host source's evaluation setting (EnvPool's Atari: no episode end at a
+            lost life, unclipped rewards).
+
+        Returns:
+          The `VecEnv`, or a `HostVecEnv` for a host source.
+        """
         if env is None and host_source_of(config.env_id) is not None:
             return HostVecEnv.from_config(config, num_envs, evaluation=evaluation)
         return cls(config.env_id, num_envs, env=env, env_params=env_params,
@@ -181,6 +259,16 @@ class VecEnv:
 
     # ---- batched ---------------------------------------------------------------------------
     def reset(self, key: jax.Array) -> tuple[jax.Array, EnvState]:
+        """Reset every env: the start of a run (or of an evaluation).
+
+        Args:
+          key: a PRNG key, split into one key per env (and, under `optimistic`, the keys of a
+            full pool of reset states to start from).
+
+        Returns:
+          `(obs, state)`: the first observations `[N, *obs_shape]` and the batched `EnvState`
+            (the envs' own states, zeroed episode statistics, the action mask if any).
+        """
         pool_key = None
         if self.reset_mode == "optimistic":  # keys of its own for a full pool to start from
             key, pool_key = jax.random.split(key)
@@ -198,7 +286,20 @@ class VecEnv:
     def draw_randomness(self, key: jax.Array, num_steps: int) -> StepRandomness:
         """Randomness for `num_steps` calls of `step_with`: env keys as `split(key, (T, N))`
         (under `optimistic`, of the first half of `split(key)`; the fresh draws', of the second:
-        keys derived by `fold_in` could equal a split's, and a key split two ways repeats)."""
+        keys derived by `fold_in` could equal a split's, and a key split two ways repeats).
+
+        Drawn in a few batched calls rather than per step: on the CPU each threefry call costs
+        more than a CartPole step. The same randomness `gymnax.Environment.step` would draw, so
+        results match gymnax step for step.
+
+        Args:
+          key: the rollout's PRNG key.
+          num_steps: T, the steps to draw for.
+
+        Returns:
+          A `StepRandomness` whose leaves lead with T (`[T, N]` keys); under `predrawn`, also
+            the T x N reset states an autoreset would use.
+        """
         fresh_key = None
         if self.reset_mode == "optimistic":
             key, fresh_root = jax.random.split(key)
@@ -214,19 +315,47 @@ class VecEnv:
         return StepRandomness(step_key, reset_key, obs, state, mask)
 
     def step(self, key: jax.Array, state: EnvState, action: jax.Array) -> tuple[EnvState, EnvStep]:
-        """Step every env once with fresh randomness (convenience; rollouts use `step_with`)."""
+        """Step every env once with fresh randomness (convenience; rollouts use `step_with`).
+
+        Args:
+          key: a PRNG key for this step.
+          state: the batched `EnvState` (`reset`'s, or the previous step's).
+          action: `[N, *action_shape]` actions; continuous ones are clipped to the bounds.
+
+        Returns:
+          `(state, step)`: the new `EnvState`, and the `EnvStep` (next observations, true final
+            observations, rewards, `terminated`, `done`, the ended episodes' returns and
+            lengths), all leading with N. Envs whose episode ended are already reset.
+        """
         rand = jax.tree.map(lambda x: x[0], self.draw_randomness(key, 1))
         return self.step_with(rand, state, action)
 
     def clip_action(self, action: jax.Array) -> jax.Array:
         """A continuous action clipped to the action space's bounds (discrete ones as they are):
-        what the env is stepped with, in training, evaluation and `Policy.act`."""
+        what the env is stepped with, in training, evaluation and `Policy.act`.
+
+        Args:
+          action: actions of any leading shape, `[..., *action_shape]`.
+
+        Returns:
+          The actions, clipped (continuous) or unchanged (discrete).
+        """
         return action if self.discrete else jnp.clip(action, self.action_low, self.action_high)
 
     def step_with(self, rand: StepRandomness, state: EnvState,
                   action: jax.Array) -> tuple[EnvState, EnvStep]:
         """Step every env once; episodes that end are reset in the same call (gymnax's rule:
-        the reset state replaces the stepped one where terminated or truncated)."""
+        the reset state replaces the stepped one where terminated or truncated).
+
+        Args:
+          rand: one step's randomness: `draw_randomness(key, T)` indexed at a step.
+          state: the batched `EnvState`.
+          action: `[N, *action_shape]` actions (the learner keeps the sampled one for its
+            log-prob; the env gets it clipped).
+
+        Returns:
+          `(state, step)` as `step` returns them.
+        """
         # Step with the clipped action; the learner keeps the sampled one for its log-prob.
         action = self.clip_action(action)
         final_obs, inner_st, reward, terminated, truncated, mask_st, metrics = jax.vmap(
@@ -264,12 +393,26 @@ class VecEnv:
         return new_state, step
 
     def action_mask(self, state: EnvState) -> jax.Array | None:
-        """[N, A] legal actions at the current observations, or None for unmasked envs."""
+        """[N, A] legal actions at the current observations, or None for unmasked envs.
+
+        Args:
+          state: the batched `EnvState`.
+
+        Returns:
+          `[N, A]` bool, or None.
+        """
         return state.mask
 
     def allows_nothing(self, mask: jax.Array) -> jax.Array:
         """[N] bool: the mask `[N, A]` allows no action (for MultiDiscrete: some sub-action has
         no allowed value). No policy can act there: every logit is masked, so the categorical
-        is uniform over illegal actions and its argmax is always action 0."""
+        is uniform over illegal actions and its argmax is always action 0.
+
+        Args:
+          mask: `[N, A]` bool legal actions.
+
+        Returns:
+          `[N]` bool: True where no action is allowed.
+        """
         parts = jnp.split(mask, np.cumsum(self.nvec)[:-1].tolist(), axis=-1)
         return jnp.any(jnp.stack([~jnp.any(p, axis=-1) for p in parts], axis=-1), axis=-1)

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from jaxppo.config import PPOConfig
 from jaxppo.core.networks import is_recurrent, make_network
@@ -56,23 +57,53 @@ def _actor(config: PPOConfig, env_obj=None, env_params=None):
 
 
 class Policy(NamedTuple):
-    """One run's trained policy, ready to act; `load_policy` builds it."""
+    """One run's trained policy, ready to act; `load_policy` builds it.
+
+        policy = jaxppo.load_policy("runs/cartpole", seed=2)
+        action = policy.act(obs)                  # the mode; act(obs, key, False) samples
+
+    It acts as the run was trained: observations go through the saved normalizer, continuous
+    actions are clipped to the action space, and a masked env's mask restricts the choice.
+
+    Attributes:
+      config: the run's `PPOConfig`.
+      train_state: this run's `TrainState`, without the runs axis.
+      update: updates the checkpoint had done.
+      seed: the run's index in the checkpoint's runs axis (a sweep's runs are setting-major:
+        run i is setting i // seeds, seed i % seeds).
+      env: the environment instance the run trained on, if not `config.env_id`'s.
+      env_params: that instance's params.
+      trained_updates: the updates this run itself trained: fewer than `update` for a
+        halving sweep's agent stopped at a rung.
+    """
 
     config: PPOConfig
-    train_state: TrainState  # this run's, without the runs axis
-    update: int  # updates the checkpoint had done
-    seed: int  # the run's index in the checkpoint's runs axis
-    env: Any = None  # the environment instance the run trained on, if not `config.env_id`'s
+    train_state: TrainState
+    update: int
+    seed: int
+    env: Any = None
     env_params: Any = None
-    trained_updates: int | None = None  # this run's own: a halving agent stopped at a rung
+    trained_updates: int | None = None
 
     @property
     def recurrent(self) -> bool:
+        """The policy has memory (`network: gru | lstm`): `act` takes and returns a state."""
         return self.config.network != "feedforward"
 
-    def initial_state(self, batch: int | None = None):
+    def initial_state(self, batch: int | None = None) -> Any:
         """A recurrent policy's state at an episode's start, for one observation (`batch`
-        None) or a batch of B; pass it to `act` and go on with the state `act` returns."""
+        None) or a batch of B; pass it to `act` and go on with the state `act` returns.
+
+        Args:
+          batch: B, the number of observations `act` will get at once; None for one.
+
+        Returns:
+          The recurrent cell's carry: leaves `[H]` for one observation, `[B, H]` for a batch.
+
+        Raises:
+          UsageError: the policy is feedforward (it has no state), or `batch` is not an
+            int >= 0.
+        """
         if not self.recurrent:
             raise UsageError(f"this policy ({self.config.network}) has no state; call act(obs)")
         if batch is not None and not (_is_int(batch) and batch >= 0):
@@ -82,18 +113,40 @@ class Policy(NamedTuple):
         carry = network.initial_carry(1 if batch is None else batch)
         return jax.tree.map(lambda c: c[0], carry) if batch is None else carry
 
-    def act(self, obs, key: jax.Array | None = None, deterministic: bool = True,
-            mask=None, state=None, clip: bool = True):
-        """The action for one observation [*obs_shape] (-> [*action_shape]) or a batch
-        [B, *obs_shape] (-> [B, *action_shape]), through the saved observation normalizer when
-        the run trained with one. Deterministic: the distribution's mode; else a sample, which
+    def act(self, obs: ArrayLike, key: jax.Array | None = None, deterministic: bool = True,
+            mask: ArrayLike | None = None, state: Any = None,
+            clip: bool = True) -> jax.Array | tuple[jax.Array, Any]:
+        """The action for one observation `[*obs_shape]` (-> `[*action_shape]`) or a batch
+        `[B, *obs_shape]` (-> `[B, *action_shape]`), through the saved observation normalizer
+        when the run trained with one. Deterministic: the distribution's mode; else a sample, which
         needs `key`. Continuous actions are clipped to the action space's bounds, as the env
         was stepped in training and evaluation (and as SB3's `predict` does); `clip=False`
         gives the raw Gaussian sample or mean, which may lie outside them. `mask` ([A] or
         [B, A] bool) restricts a masked env's policy to its legal actions, as in training.
 
         A recurrent policy (`network: gru | lstm`) also takes its `state` (`initial_state()` at
-        an episode's start) and returns `(action, state)`: feed the state back each step."""
+        an episode's start) and returns `(action, state)`: feed the state back each step.
+
+        The policy is jitted: the first call with a new batch size compiles.
+
+        Args:
+          obs: one observation `[*obs_shape]` or a batch `[B, *obs_shape]` (B may be 0).
+          key: a JAX PRNG key (`jax.random.key(...)`, split for each step); needed only to
+            sample.
+          deterministic: act with the distribution's mode (True) or sample from it (False).
+          mask: legal actions, `[A]` or `[B, A]` bool (masked discrete envs only).
+          state: a recurrent policy's state (required for one, refused for a feedforward one).
+          clip: clip continuous actions to the action space's bounds.
+
+        Returns:
+          The action(s) `[*action_shape]` or `[B, *action_shape]`; a recurrent policy returns
+            `(action, state)`.
+
+        Raises:
+          UsageError: a sample asked for without a valid key, an observation or mask of the
+            wrong shape, a mask for continuous actions, or a state missing, given to a
+            feedforward policy, or of the wrong shape.
+        """
         if not deterministic and key is None:
             raise UsageError("Policy.act(obs, deterministic=False) samples and needs a PRNG key: "
                              "act(obs, key, deterministic=False)")
@@ -197,7 +250,24 @@ def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
                 env_params: Any = None) -> Policy:
     """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
     file). A missing or corrupt checkpoint raises `CheckpointError`. A run trained on an
-    environment instance needs it again as `env` (and `env_params`)."""
+    environment instance needs it again as `env` (and `env_params`).
+
+    Args:
+      run_dir: the run directory, its `checkpoint/` directory or the checkpoint file.
+      seed: the run's index in the checkpoint's runs axis (0 for the first run; a sweep row's
+        `runs` entries: a sweep's runs are setting-major, run i is setting i // seeds, seed
+        i % seeds). Not a PRNG seed.
+      env: the environment instance the run trained on, if it trained on one.
+      env_params: that instance's params (default: its `default_params`).
+
+    Returns:
+      The run's `Policy`, with its learner state at the checkpoint's update.
+
+    Raises:
+      CheckpointError: no checkpoint, or a corrupt or mismatched one (including another
+        `env` than the run trained on).
+      UsageError: `seed` is not an int, or is out of the checkpoint's range of runs.
+    """
     if not _is_int(seed):
         raise UsageError(f"seed {seed!r}: load_policy's seed is a run's index in the checkpoint "
                          "(an int: 0 for the first run, a sweep row's `runs` entries)")
@@ -223,17 +293,31 @@ class EvalResult(NamedTuple):
 
     An episode still running at the evaluation's step cap (`max_steps`: the env's time limit,
     1000 where it states none) is cut off: `cut_off` marks it, its return is only the sum so
-    far, and `mean_per_run` leaves it out."""
+    far, and `mean_per_run` leaves it out. R = runs of the checkpoint, E = episodes.
 
-    returns: np.ndarray  # [R, E] float (of a cut-off episode: the sum up to the cap)
-    lengths: np.ndarray  # [R, E] int
+    Attributes:
+      returns: `[R, E]` float undiscounted returns (of a cut-off episode: the sum up to the
+        cap).
+      lengths: `[R, E]` int episode lengths.
+      env_id: the environment evaluated on.
+      update: updates the checkpoint had done.
+      seed: the evaluation seed (the same episodes for every run).
+      deterministic: the actions were the policy's mode (False: sampled).
+      cut_off: `[R, E]` bool: still running at `max_steps`.
+      max_steps: the step cap the episodes were played to.
+      updates_per_run: `[R]` the updates each run itself trained (fewer than `update` for a
+        halving agent stopped early).
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
     env_id: str
-    update: int  # updates the checkpoint had done
-    seed: int  # the evaluation seed
+    update: int
+    seed: int
     deterministic: bool
-    cut_off: np.ndarray | None = None  # [R, E] bool: still running at `max_steps`
-    max_steps: int | None = None  # the step cap the episodes were played to
-    updates_per_run: list[int] | None = None  # [R] each run's own (a halving agent stopped early)
+    cut_off: np.ndarray | None = None
+    max_steps: int | None = None
+    updates_per_run: list[int] | None = None
 
     @property
     def completed(self) -> np.ndarray:
@@ -242,13 +326,25 @@ class EvalResult(NamedTuple):
                 else ~np.asarray(self.cut_off, bool))
 
     def mean_per_run(self) -> list[float | None]:
-        """Each run's mean return over its completed episodes; None if none completed."""
+        """Each run's mean return over its completed episodes; None if none completed.
+
+        Returns:
+          `[R]` means, in the order of the checkpoint's runs.
+        """
         done = self.completed
         return [float(r[d].mean()) if d.any() else None
                 for r, d in zip(self.returns, done, strict=True)]
 
     def to_dict(self) -> dict:
-        """The JSON record `evaluate(..., out=path)` writes (what aggregate plots read)."""
+        """The JSON record `evaluate(..., out=path)` writes (what aggregate plots read).
+
+        Returns:
+          A JSON-able dict: `env_id`, `update`, `eval_seed`, `updates_per_run`,
+            `deterministic`, `episodes` (E), `returns` and `lengths` (`[R, E]` lists),
+            `mean_per_run` (over completed episodes; null if none), `max_steps`, `cut_off`
+            (`[R, E]`, true: still running at `max_steps`, its return the sum so far) and
+            `cut_off_per_run` (`[R]` counts).
+        """
         cut = ~self.completed
         return {
             "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
@@ -268,7 +364,30 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     """Play `episodes` episodes with every run of the checkpoint in `run_dir`, in one vmapped,
     jitted program; the episodes are fixed by `seed` and the same for every run. With `out`,
     also write `EvalResult.to_dict()` there as JSON. Episodes still running at the step cap are
-    marked `cut_off` and left out of `mean_per_run()`."""
+    marked `cut_off` and left out of `mean_per_run()`.
+
+    Every run faces the same start states and step randomness (common random numbers), so
+    their returns differ by their policies, not by their luck: what per-seed aggregate
+    statistics (`jaxppo.report`) need. Each of the E envs plays exactly one episode, up to the
+    env's time limit (1000 steps where it states none).
+
+    Args:
+      run_dir: the run directory, its `checkpoint/` directory or the checkpoint file.
+      episodes: E, the episodes each run plays (at least 1).
+      seed: the evaluation seed, an integer in 0..2**32-1 (not a run index).
+      deterministic: act with each policy's mode (True) or sample from it (False).
+      out: a path to write the JSON record to (`EvalResult.to_dict()`); None writes nothing.
+      env: the environment instance the run trained on, if it trained on one.
+      env_params: that instance's params (default: its `default_params`).
+
+    Returns:
+      The `EvalResult`: returns and lengths `[R, E]` for every run of the checkpoint.
+
+    Raises:
+      CheckpointError: no checkpoint, or a corrupt or mismatched one.
+      UsageError: `episodes` below 1, a bad `seed`, an `out` that cannot be written, or more
+        parallel episodes (`runs x episodes`) than the device's free memory holds.
+    """
     if episodes < 1:
         raise UsageError(f"episodes must be at least 1, got {episodes}")
     if not _is_int(seed) or not 0 <= int(seed) < 2**32:

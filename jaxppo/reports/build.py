@@ -45,13 +45,27 @@ FILES = ("report.json", "aggregate.png", "curves.png", "profile.png")
 
 
 class Report(NamedTuple):
-    """What `report` computed: `data` is report.json's content; `out` where it was written."""
+    """What `report` computed: `data` is report.json's content; `out` where it was written.
+
+    Attributes:
+      data: report.json's content (JSON-able): `groups` (one row per run, or per setting of a
+        sweep, each with its `stats`: mean, median, IQM and optimality gap, each a value with
+        its 95% interval), `aggregate` (the same across runs; None for one group), `curves`,
+        `profiles`, `normalize`, `reps`, `seed`, `sources`, `notes` and the `method`.
+      out: the directory report.json and the three PNGs were written to.
+    """
 
     data: dict
     out: str | None
 
     def table(self) -> str:
-        """The table `jaxppo report` prints: per run (or setting) and across them."""
+        """The table `jaxppo report` prints: per run (or setting) and across them.
+
+        Returns:
+          The text: one line per run (or setting) and one across them, with seeds, source,
+            mean, median, IQM and optimality gap (intervals in brackets), then the legend of
+            the sources and the report's notes.
+        """
         rows = [*self.data["groups"], *([self.data["aggregate"]] if self.data["aggregate"] else [])]
         gammas = {r["gap_threshold"] for r in rows if r["gap_threshold"] is not None}
         gap_head = "opt. gap" + (f" (γ={gammas.pop():g})" if len(gammas) == 1
@@ -99,15 +113,41 @@ def report(run_dirs: Sequence[str | os.PathLike] | str | os.PathLike,
            gap_threshold: float | None = None, source: str = "auto") -> Report:
     """Aggregate statistics over seeds, per run (per setting of a sweep) and across runs, with
     stratified-bootstrap 95% intervals; writes `report.json`, `aggregate.png`, `curves.png`
-    and `profile.png` to `out` (default: RUN_DIR/report for one run, else report__<time>
-    beside the first run). Bad input raises UsageError before anything is written.
+    and `profile.png` to `out` (default: `RUN_DIR/report` for one run, else
+    `report__<time>` beside the first run). Bad input raises UsageError before anything is written.
 
-    normalize: needed when the runs trained on different envs: {env_id: (low, high)} maps each
-        env's `low` return to 0 and `high` to 1 (min-max), or "raw" aggregates raw returns.
-    gap_threshold: the optimality gap's gamma; default the env's solve threshold (1.0 on a
+    The statistics follow Agarwal et al. (2021, "Deep RL at the edge of the statistical
+    precipice"; the `rliable` library): mean, median, interquartile mean (IQM) and optimality
+    gap over seeds, plus sample-efficiency curves and performance profiles. For scores that
+    differ by policy rather than by luck, evaluate each run first: `jaxppo eval RUN_DIR` writes
+    the `eval.json` this reads (`evaluate(run_dir, out=f"{run_dir}/eval.json")` in Python).
+
+        rep = jaxppo.report(["runs/a", "runs/b"], out="report")
+        print(rep.table())
+
+    Args:
+      run_dirs: one run directory or several (a sweep's directory reports each setting).
+      out: the directory to write to (default: `RUN_DIR/report` for one run, else
+        `report__<time>` beside the first run).
+      reps: bootstrap resamples per interval.
+      seed: the bootstrap's seed (an integer >= 0).
+      normalize: needed when the runs trained on different envs: {env_id: (low, high)} maps
+        each env's `low` return to 0 and `high` to 1 (min-max), or "raw" aggregates raw
+        returns; None: raw returns of one env.
+      gap_threshold: the optimality gap's gamma; default the env's solve threshold (1.0 on a
         normalised scale), and no gap where neither is known.
-    source: "auto" (eval.json where a run has one, else the final training return), "eval"
-        (every run must have eval.json) or "final"."""
+      source: "auto" (eval.json where a run has one, else the final training return), "eval"
+        (every run must have eval.json) or "final".
+
+    Returns:
+      The `Report`: report.json's content and where it was written.
+
+    Raises:
+      UsageError: no run directory, one given twice, a directory that is not a run (or lacks
+        the scores `source` asks for), runs on several envs without `normalize`, a bad
+        `reps`, `seed`, `gap_threshold` or `source`, or an `out` that is a file or cannot be
+        written.
+    """
     run_dirs = [os.fspath(run_dirs)] if isinstance(run_dirs, (str, os.PathLike)) else [
         os.fspath(d) for d in run_dirs]
     if not run_dirs:

@@ -27,7 +27,15 @@ from jaxppo.run.stats import mean_std_or_none
 
 class StopAtReturn(Callback):
     """Early stopping: stop once the mean over runs of the latest return reaches `target`
-    (over the runs that have a return; never before any episode has ended)."""
+    (over the runs that have a return; never before any episode has ended).
+
+    Checked at chunk boundaries, so the run stops at the end of the chunk in which the target
+    was reached (status "stopped", checkpoint kept), e.g.
+    `Experiment(config, callbacks=[jaxppo.StopAtReturn(475)])`.
+
+    Args:
+      target: the mean episodic return to stop at.
+    """
 
     def __init__(self, target: float):
         self.target = target
@@ -40,7 +48,12 @@ class StopAtReturn(Callback):
 class Progress(Callback):
     """Live progress: a tqdm bar when stderr is a terminal, plain flushed lines on stdout
     otherwise (CI logs, pipes). Says "compiling" while compiling; the one speed shown is
-    jaxppo's SPS (compile excluded)."""
+    jaxppo's SPS (compile excluded).
+
+    `Experiment(progress=True)` (the default) adds one on process 0. Each chunk shows the env
+    steps done, SPS, the mean over runs of the latest return ("none" until an episode has
+    ended) and, on the bar, the time left.
+    """
 
     def on_start(self, info: RunInfo) -> None:
         self.total = info.config.env_steps
@@ -96,6 +109,19 @@ class Checkpointer(Callback):
     Runs on every process of a multi-process run (gathering is a collective, and process 0's
     clock decides when a save is due); only process 0 writes. `allow_nonfinite` keeps a
     sweep's checkpoints although some of its agents diverged.
+
+    `Experiment` adds one to every run with a run directory (`checkpoint_every`,
+    `checkpoint_every_s`: 120 s by default); one given in `callbacks` replaces it. A save is
+    atomic (a kill during it leaves the previous checkpoint), never holds a NaN/Inf state
+    (unless `allow_nonfinite`), and comes after the other callbacks' `flush`, so a checkpoint
+    never gets ahead of the logs. `jaxppo.load_checkpoint` reads it back.
+
+    Args:
+      every: save every this many updates (at the first chunk boundary past each multiple);
+        None: not by updates.
+      every_s: save when this many seconds have passed since the last save; None: not by
+        time.
+      allow_nonfinite: save although some agents diverged (a sweep flags them and goes on).
     """
 
     def __init__(self, every: int | None = None, every_s: float | None = None,

@@ -207,25 +207,61 @@ def _with_pool(runner, pool):
 
 @dataclass
 class Checkpoint:
-    """What `load_checkpoint` returns."""
+    """What `load_checkpoint` returns.
+
+    R = runs (seeds, or settings x seeds of a sweep).
+
+    Attributes:
+      config: the `PPOConfig` the run trained with.
+      train_state: the learner (`TrainState`); leading axis = run (seed) when
+        `num_runs > 1`, none for a single run.
+      update: updates done when it was saved.
+      num_runs: R.
+      runner_state: the whole carry of the update scan (learner, env states, PRNG keys),
+        leading axis = run, always: what a resume continues from, bit-exactly.
+      extra: the header's record of the run, as saved (read it typed: `record`).
+    """
 
     config: PPOConfig
-    train_state: Any  # leading axis = run (seed) when num_runs > 1
+    train_state: Any
     update: int
     num_runs: int
-    runner_state: Any  # the whole carry, leading axis = run
-    extra: dict  # the header's record of the run, as saved (read it typed: `record`)
+    runner_state: Any
+    extra: dict
 
     @property
     def record(self) -> RunRecord:
-        """What the checkpoint carries beside the learner state, typed."""
+        """What the checkpoint carries beside the learner state, typed: the base seed, the
+        running account, a sweep's settings and search, the `env=` instance's description, the
+        search controller's state and the log's gaps (`jaxppo.run.record.RunRecord`)."""
         return RunRecord.from_extra(self.extra)
 
 
 def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
                     env_params: Any = None) -> Checkpoint:
     """Load a checkpoint from a run dir, its `checkpoint/` dir, or the file. A run trained on an
-    environment instance (`make_train(config, env=...)`) needs that `env` again here."""
+    environment instance (`make_train(config, env=...)`) needs that `env` again here.
+
+    Everything is checked before it is used: the format and version, a SHA-256 over the header
+    (config, update, runs) and the payload, and every array's shape against what the config
+    builds. Checkpoints of an earlier format version still load.
+
+    Args:
+      path: the run directory, its `checkpoint/` directory, or `checkpoint.msgpack` itself.
+      env: the environment instance the run trained on, if it trained on one (it is compared
+        with the one the checkpoint records).
+      env_params: that instance's params (default: its `default_params`).
+
+    Returns:
+      The `Checkpoint`: config, learner state, full runner state, update and runs.
+
+    Raises:
+      CheckpointError: no checkpoint there (or a run that stopped before its first), a file
+        that is not one, a corrupt, truncated or edited one, an unknown format version, an
+        invalid config inside, or arrays that do not match the config or `env`.
+      UsageError: `path` is not a path (e.g. None: a run with `logdir=None` has no
+        checkpoint).
+    """
     header, state = read_checkpoint(path)
     try:
         config = config_from_dict(header["config"], source="checkpoint config")

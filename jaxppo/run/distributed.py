@@ -23,7 +23,22 @@ AXIS = "devices"
 def init_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
                      process_id: int | None = None) -> None:
     """`jax.distributed.initialize`, before any JAX computation. With no arguments JAX detects
-    SLURM / Open MPI clusters itself; on a plain machine the three arguments are needed."""
+    SLURM / Open MPI clusters itself; on a plain machine the three arguments are needed.
+
+    Call it once in every process of a multi-process run, then build the mesh
+    (`make_mesh("all")` spans every process's devices) and run as usual: every process runs
+    the same program, and only process 0 writes logs and checkpoints. The CLI's
+    `--coordinator-address`, `--num-processes` and `--process-id` call it.
+
+    Args:
+      coordinator_address: `HOST:PORT` of the coordinator (process 0).
+      num_processes: the number of processes, P.
+      process_id: this process's index, 0..P-1.
+
+    Raises:
+      ConfigError: `jax.distributed.initialize` failed (its first line, and the arguments to
+        pass).
+    """
     kwargs = {k: v for k, v in (("coordinator_address", coordinator_address),
                                 ("num_processes", num_processes),
                                 ("process_id", process_id)) if v is not None}
@@ -55,7 +70,21 @@ def join_processes(coordinator_address: str | None = None, num_processes: int | 
 
 def make_mesh(devices: int | str | None = None) -> Mesh:
     """A 1-D mesh over the first `devices` of `jax.devices()` ("all" or None: every device,
-    of every process when `jax.distributed` is initialized)."""
+    of every process when `jax.distributed` is initialized).
+
+    What `Experiment(mesh=...)` and `make_sharded_train` split the work over
+    (`Experiment(devices=N)` and the CLI's `--devices N` build it themselves). On a CPU,
+    `XLA_FLAGS=--xla_force_host_platform_device_count=N` makes N devices.
+
+    Args:
+      devices: how many devices (1 up to the number available), "all", or None (all).
+
+    Returns:
+      A `jax.sharding.Mesh` with one axis, named "devices".
+
+    Raises:
+      ConfigError: `devices` is not a number from 1 to the number of devices available.
+    """
     available = jax.devices()
     if devices in (None, "all"):
         n = len(available)

@@ -36,44 +36,92 @@ class Divergence(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
-    """What a run is, given to `on_start`: fixed for the run's life."""
+    """What a run is, given to `on_start`: fixed for the run's life.
+
+    Every `ChunkEvent` carries it too (`event.info`). R = runs: seeds, or settings x seeds of a
+    sweep.
+
+    Attributes:
+      config: the run's `PPOConfig`.
+      num_runs: R.
+      run_names: one per run: `seed_<i>`, or `<setting>_seed<i>` in a sweep (the names of
+        its TensorBoard folders).
+      run_dir: the run directory; None: a run without files (`logdir=None`).
+      start_update: updates done before this session: > 0 when resumed.
+      seed: the base seed.
+      settings: a sweep's settings (dicts of float hyperparameters; run i has setting
+        i // seeds), else None.
+      chunk_updates: updates per compiled chunk (the callbacks' rhythm).
+      description: where it runs, e.g. "seeds sharded over 4 devices" ("" on one device).
+      env: the `env=` instance trained on, described (`envs.identity.describe_env`: its class
+        and plain-data attributes), if any.
+      log_gaps: rows metrics.csv lacks for good, as (first, last) ranges of updates (every
+        run's rows) or (first, last, run) ranges (one run's): lost to a damaged log and
+        recorded by a `repair_log` resume (checkpoints and summary.json carry them on;
+        `run/logs/audit.encode_gaps`).
+      search: a random sweep's space, trials and seed (summary.json's `search`), else None.
+      ragged: some runs stop before the end while others go on (a halving sweep's agents
+        stop at their rung): their logs end early, and a curve of them is ragged.
+    """
 
     config: PPOConfig
     num_runs: int
-    run_names: list[str]  # one per run: seed_<i>, or <setting>_seed<i> in a sweep
-    run_dir: str | None  # None: a run without files
-    start_update: int  # > 0 when resumed
+    run_names: list[str]
+    run_dir: str | None
+    start_update: int
     seed: int
-    settings: list[dict] | None  # a sweep's per-run hyperparameters, else None
+    settings: list[dict] | None
     chunk_updates: int
-    description: str = ""  # where it runs, e.g. "seeds sharded over 4 devices"
-    env: dict | None = None  # the env= instance trained on (envs.identity.describe_env), if any
-    # Rows metrics.csv lacks for good, as (first, last) ranges of updates (every run's rows)
-    # or (first, last, run) ranges (one run's): lost to a damaged log and recorded by a
-    # `repair_log` resume (checkpoints and summary.json carry them on; logger.encode_gaps).
-    log_gaps: tuple = ()
-    search: dict | None = None  # a random sweep's space, trials and seed (summary.json's)
-    # Some runs stop before the end while others go on (a halving sweep's agents stop at
-    # their rung): their logs end early, and a curve of them is ragged.
+    description: str = ""
+    env: dict | None = None
+    log_gaps: tuple = ()  # (first, last) or (first, last, run) ranges of updates
+    search: dict | None = None
     ragged: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class ChunkEvent:
-    """One chunk of updates, done. `runner` is the device state after it (leading axis R)."""
+    """One chunk of updates, done. `runner` is the device state after it (leading axis R).
+
+    What `on_chunk` (and a plain function callback) receives, on the host, at every chunk
+    boundary. R = runs, C = updates in the chunk.
+
+        def log(event):
+            ret = event.metrics["episodic_return"]          # [R, C]
+            print(event.update, ret[:, -1].mean(), event.sps)
+            return event.update < 100                       # False stops the run here
+
+    Attributes:
+      info: the `RunInfo` of the run.
+      first_update: updates done before this chunk.
+      update: updates done after it (of `info.config.num_updates`).
+      metrics: every metric by name (`jaxppo.core.metrics.METRICS`, and the env's own episode
+        metrics under `env/`), each NumPy `[R, C]`; `episodic_return` is NaN until a run's
+        first episode ends.
+      wall_s: wall seconds of the whole run so far (earlier sessions and compile included).
+      chunk_s: seconds this chunk took.
+      compile_s: seconds spent compiling in this session.
+      stats: the running account (`RunStats`: episodes, latest returns, the solve point,
+        SPS), this chunk included.
+      runner: the runner state after the chunk (leaves with leading axis R; a host copy when
+        the chunk program donates its input).
+      diverged: the first NaN/Inf update in this chunk, if any (`Divergence`: run, update,
+        source).
+      active: `[R]` bool, the agents this chunk stepped; None: all. A halving sweep's stopped
+        agents are not stepped: their metrics cells are NaN (episodes 0) and no log writes
+        rows for them.
+    """
 
     info: RunInfo
-    first_update: int  # updates done before this chunk
-    update: int  # updates done after it (of info.config.num_updates)
-    metrics: dict[str, np.ndarray]  # each [R, C]
-    wall_s: float  # wall seconds of the whole run so far (earlier sessions and compile included)
-    chunk_s: float  # seconds this chunk took
+    first_update: int
+    update: int
+    metrics: dict[str, np.ndarray]
+    wall_s: float
+    chunk_s: float
     compile_s: float
-    stats: RunStats  # the running account, this chunk included
+    stats: RunStats
     runner: Any
-    diverged: Divergence | None  # the first NaN/Inf update, if any
-    # [R] the agents this chunk stepped; None: all. A halving sweep's stopped agents are not
-    # stepped: their metrics cells are NaN (episodes 0) and no log writes rows for them.
+    diverged: Divergence | None
     active: np.ndarray | None = None
 
     @property
@@ -84,59 +132,134 @@ class ChunkEvent:
 
 @dataclasses.dataclass
 class RunResult:
-    """What `Experiment.run()` returns (and `on_end` receives)."""
+    """What `Experiment.run()` returns (and `on_end` receives).
+
+    Also `Experiment.resume(...)`'s result and `SweepResult.result`. R = runs: seeds, or
+    settings x seeds of a sweep.
+
+    Attributes:
+      config: the run's `PPOConfig`.
+      num_runs: R.
+      status: "finished", "stopped" (a signal or a callback), "diverged" or "error" (seen
+        only by `on_end`: the error is then raised). A sweep in which every agent diverged
+        is "diverged".
+      update: updates done.
+      final_return: `[R]` the latest mean episodic return per run; NaN: none ended.
+      solved: where the run first counted as solved (the mean over seeds of each seed's mean
+        return over its last 20 episodes reached the env's threshold), as `{"env_steps",
+        "update", "episodes", "wall_s", "threshold"}`; None: not solved, or no threshold.
+      sps: env steps per second over all runs (compiled chunks only).
+      compile_s: seconds spent compiling in this session; None: a rebuild of a finished run's
+        results (nothing compiled).
+      wall_s: wall seconds of the whole run (earlier sessions included).
+      metrics: every metric by name, each `[R, updates run in this session]`.
+      train_state: the final (or last good) learner state, leading axis R.
+      run_dir: the run directory; None: a run without files.
+      stop_signal: the signal that stopped the run, if one did.
+      diverged: where a run first went NaN/Inf (`Divergence`: run, update, source), if any.
+      good_update: the newest finite state's update (what a checkpoint keeps).
+      summary: what summary.json holds.
+      started: `time.perf_counter()` when the run's clock (`wall_s`) started.
+      rebuilt: files a resume of a finished run rebuilt from its checkpoint (nothing was
+        trained).
+      run_updates: `[R]` how many updates each run trained, where runs differ (a halving
+        sweep's agents stop at their rung); None: every run trained `update`.
+      notes: what the run told its user (`on_note`), in order.
+    """
 
     config: PPOConfig
     num_runs: int
-    status: str  # "finished", "stopped" (a signal or a callback), "diverged" or "error"
-    update: int  # updates done
-    final_return: np.ndarray  # [R] the latest mean episodic return per run; NaN: none ended
-    solved: dict | None  # {"env_steps", "update", "episodes", "wall_s", "threshold"}
-    sps: float  # env steps per second over all runs (compiled chunks only)
-    compile_s: float | None  # None: a rebuild of a finished run's results (nothing compiled)
+    status: str
+    update: int
+    final_return: np.ndarray
+    solved: dict | None
+    sps: float
+    compile_s: float | None
     wall_s: float
-    metrics: dict[str, np.ndarray]  # each [R, updates run in this session]
-    train_state: Any  # the final (or last good) learner state, leading axis R
+    metrics: dict[str, np.ndarray]
+    train_state: Any
     run_dir: str | None
-    stop_signal: int | None = None  # the signal that stopped the run
-    diverged: Divergence | None = None  # (run, update, source)
-    good_update: int | None = None  # the newest finite state's update (what a checkpoint keeps)
-    summary: dict = dataclasses.field(default_factory=dict)  # what summary.json holds
-    started: float = 0.0  # time.perf_counter() when the run's clock (wall_s) started
-    rebuilt: list = dataclasses.field(default_factory=list)  # files a resume of a finished run
-    #                                  rebuilt from its checkpoint (nothing was trained)
-    # [R] how many updates each run trained, where runs differ (a halving sweep's agents stop
-    # at their rung); None: every run trained `update`.
+    stop_signal: int | None = None
+    diverged: Divergence | None = None
+    good_update: int | None = None
+    summary: dict = dataclasses.field(default_factory=dict)
+    started: float = 0.0
+    rebuilt: list = dataclasses.field(default_factory=list)
     run_updates: np.ndarray | None = None
-    notes: list = dataclasses.field(default_factory=list)  # what the run told its user
+    notes: list = dataclasses.field(default_factory=list)
 
     @property
     def env_steps(self) -> int:
+        """Environment steps per run: `update * config.batch_size`."""
         return self.update * self.config.batch_size
 
 
 class Callback:
-    """Override what you need; every hook is optional."""
+    """Override what you need; every hook is optional.
+
+    A callback watches a run from the host (never inside jit): pass it as
+    `Experiment(config, callbacks=[...])` (or to `sweep`, `Experiment.resume`). A plain
+    function `f(event) -> bool | None` is an `on_chunk` callback. Everything a run directory
+    holds is written by callbacks (`CsvLogger`, `TensorBoardLogger`, `Checkpointer`, ...), so
+    yours see what they see. An exception raised in a hook stops the run, keeps a checkpoint
+    and reaches the caller with its own message.
+    """
 
     def on_start(self, info: RunInfo) -> None:
-        pass
+        """Called once as the run starts (or resumes), before compiling.
+
+        Args:
+          info: what the run is (`info.start_update > 0` when resumed).
+        """
 
     def on_compiled(self, info: RunInfo, compile_s: float) -> None:
-        pass
+        """Called once the run's program is compiled, before its first chunk runs.
+
+        Args:
+          info: what the run is.
+          compile_s: seconds the compile took.
+        """
 
     def on_chunk(self, event: ChunkEvent) -> bool | None:
-        pass
+        """Called on the host after every chunk of updates: log, plot, or decide to stop.
+
+        Args:
+          event: the chunk's per-update metrics (NumPy `[R, C]`), the running account and the
+            runner state after it.
+
+        Returns:
+          A false value (False, NumPy's `np.False_`, 0: anything falsy but None) stops the run
+            at this chunk, as Ctrl-C does (status "stopped", checkpoint kept); None (a function
+            that returns nothing) or a true value goes on. An array is refused with a
+            `TypeError`: it has no truth value. In a multi-process run, process 0's answer
+            decides for every process.
+        """
 
     def on_end(self, result: RunResult) -> None:
-        pass
+        """Called once as the run ends, however it ends (finished, stopped, diverged, or an
+        error: then `result.status` is "error" and the error is raised after every
+        callback's `on_end` has run). Close files here.
+
+        Args:
+          result: the run's outcome, as `Experiment.run()` returns it.
+        """
 
     def on_note(self, note: str) -> None:
         """Something the user should know that is not an error (a repaired log, a restarted
         episode, a rung's start): the library says it here and the caller decides where it
-        goes (the CLI prints it to stderr as `note: ...`)."""
+        goes (the CLI prints it to stderr as `note: ...`).
+
+        Args:
+          note: the note, one line of text.
+        """
 
     def flush(self) -> None:
-        """Finish writing what `on_chunk` has been given (a checkpoint is about to be saved)."""
+        """Finish writing what `on_chunk` has been given (a checkpoint is about to be saved).
+
+        The `Checkpointer` calls every other callback's `flush` before each save, so a
+        checkpoint never gets ahead of the logs written before it. A callback that writes on
+        a thread of its own waits for it here (and raises its failure).
+        """
 
 
 class FunctionCallback(Callback):

@@ -1,17 +1,5 @@
-"""One owner for a run's life: `Experiment(config, ...).run()` starts (or resumes) a run,
-compiles it, steps it chunk by chunk, calls the callbacks, honours signals, stops on divergence,
-checkpoints, and returns a `RunResult`. The CLI, `jaxppo compare` and the benchmarks are thin
-users of it; so is a notebook:
-
-    result = jaxppo.Experiment(config, seeds=8, callbacks=[my_fn]).run()
-    result = jaxppo.Experiment.resume("runs/CartPole-v1__...")      # after Ctrl-C or kill -9
-    table = jaxppo.sweep(config, {"lr": [1e-4, 3e-4]}, seeds=4)
-
-With `logdir=None` nothing is written: the same code, no files (a notebook, a benchmark).
-A run directory has one writer at a time (an OS lock held for the run's life). A search
-strategy that changes the population while it runs (PBT, successive halving) does so through
-a `Controller` (`run/controller.py`); this module knows no strategy.
-"""
+"""`Experiment`, one owner for a run's life. A search strategy that changes the population while it
+runs (PBT, halving) does so through a `Controller` (`run/controller.py`): this module knows none."""
 
 from __future__ import annotations
 
@@ -68,6 +56,11 @@ def print_note(note: str) -> None:
 class Experiment:
     """A run of `config` for `seeds` seeds (x `hparams` settings), with files or without.
 
+    One owner for a run's life: `run()` starts (or resumes) it, compiles it, steps it chunk by chunk,
+    calls the callbacks, honours signals, stops on divergence, checkpoints, and returns a `RunResult`.
+    The CLI, `jaxppo compare` and the benchmarks are thin users of it; so is a notebook. A run
+    directory has one writer at a time (an OS lock held for the run's life).
+
     Args:
       config: a validated `PPOConfig`.
       seeds: seeds vmapped in one compiled program.
@@ -75,11 +68,11 @@ class Experiment:
         (`Hparams` fields: lr, gamma, gae_lambda, clip_eps, ent_coef, vf_coef, max_grad_norm);
         every setting runs with the same `seeds` seeds (common random numbers), one compile.
       seed: the base seed.
-      logdir: parent of the run directory; None writes nothing at all.
+      logdir: parent of the run directory; None writes nothing at all (the same code, no files).
       run_name: the run directory's name (default: env, time and seed count).
       checkpoint_every: also checkpoint every this many updates (a run always checkpoints
         every `checkpoint_every_s` seconds and keeps its newest good state when it ends).
-      checkpoint_every_s: the time between checkpoints (None: only `checkpoint_every` and the end).
+      checkpoint_every_s: seconds between checkpoints (120; None: only `checkpoint_every` and the end).
       progress: live progress (a bar on a terminal, lines otherwise).
       tensorboard: write `tb/<run>/` event files.
       devices: split the runs (`shard="seeds"`) or each run's envs (`"envs"`) over this many
@@ -106,6 +99,10 @@ class Experiment:
       on_note: where the run's notes go (a repaired log, a restarted episode, a rung's
         start): a function of the text; default one `note: ...` line on stderr; None keeps
         them only in `RunResult.notes`.
+
+    Raises:
+      ConfigError: `seeds` below 1, a bad `hparams` setting, or more `devices` than there are.
+      UsageError: `seed` outside 0..2**32-1, or a `run_name` that is not one directory name.
     """
 
     def __init__(self, config: PPOConfig, *, seeds: int = 1, hparams: Sequence[dict] | None = None,
@@ -160,7 +157,7 @@ class Experiment:
 
     # -- resume ------------------------------------------------------------------------------
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, **kwargs) -> Experiment:
+    def from_checkpoint(cls, path: str | os.PathLike, **kwargs: Any) -> Experiment:
         """The stopped run at `path` (its run dir, `checkpoint/` or the file), ready to `run()`
         on from its checkpoint, bit-exactly as if it had never stopped. `kwargs` are the
         run-independent options (progress, callbacks, devices, shard, checkpoint_every,
@@ -173,7 +170,13 @@ class Experiment:
         missing ones (in the checkpoint and `summary.json`: `metrics_missing_updates`, and
         per run `metrics_missing_by_run`). A finished run whose `summary.json` (or a sweep's
         `sweep.csv`) is missing or unreadable gets them rebuilt from the checkpoint's running
-        account by `run()`, without training (a damaged one kept as `summary.json.damaged`)."""
+        account by `run()`, without training (a damaged one kept as `summary.json.damaged`).
+
+        Raises:
+          CheckpointError: no checkpoint, or a corrupt or mismatched one.
+          UsageError: a run-defining option (`seeds`, `seed`, ...), a finished run, a short
+            `metrics.csv`, an edited `config.yaml`, or a halving/PBT sweep (`resume_sweep`).
+        """
         for key in ("seeds", "hparams", "seed", "logdir", "run_name", "search"):
             if key in kwargs:
                 raise UsageError(f"resume continues a run with its own {key}; drop it")
@@ -196,8 +199,9 @@ class Experiment:
         return exp
 
     @classmethod
-    def resume(cls, path: str | os.PathLike, **kwargs) -> RunResult:
-        """Continue the stopped run at `path` to its end; returns its `RunResult`."""
+    def resume(cls, path: str | os.PathLike, **kwargs: Any) -> RunResult:
+        """Continue the stopped run at `path` to its end; returns its `RunResult`:
+        `from_checkpoint(path, **kwargs).run()` (`jaxppo train --resume`), with their arguments and errors."""
         return cls.from_checkpoint(path, **kwargs).run()
 
     # -- what the run is ---------------------------------------------------------------------
@@ -260,7 +264,14 @@ class Experiment:
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> RunResult:
-        """Train to the configured total (or until stopped) and return the `RunResult`."""
+        """Train to the configured total (or until stopped) and return the `RunResult`. A signal
+        (Ctrl-C, SIGTERM, SIGHUP) or a callback's false answer stops it at the next chunk boundary
+        ("stopped"), a NaN/Inf update as "diverged"; either way the newest good state is checkpointed.
+
+        Raises:
+          ConfigError: the config (times its runs) cannot fit the device's free memory.
+          UsageError: the run directory is in use or cannot be written.
+        """
         config, resume = self.config, self._resume
         if resume is not None and resume.ran:
             raise UsageError("this Experiment already continued its run; resume it again with "

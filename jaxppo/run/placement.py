@@ -259,20 +259,66 @@ class EnvsPlacement(_MeshPlacement):
 
 def MeshPlacement(config: PPOConfig, mesh: Mesh, shard: str = "seeds", *,  # noqa: N802
                   env: Any = None, env_params: Any = None) -> _MeshPlacement:
-    """The placement for `shard` ("seeds" or "envs") over `mesh`."""
+    """The placement for `shard` ("seeds" or "envs") over `mesh`.
+
+    What `make_sharded_train` returns, for an explicit mesh (also under its older name
+    `ShardedTrain`); see there.
+
+    Args:
+      config: the run's `PPOConfig`.
+      mesh: the 1-D `jax.sharding.Mesh` to split over (`make_mesh`).
+      shard: "seeds" (the runs) or "envs" (each run's envs).
+      env: an environment instance to train on instead of the one `config.env_id` names.
+      env_params: that instance's params (default: its `default_params`).
+
+    Returns:
+      `make_train`'s interface over the mesh, as `make_sharded_train` describes it.
+
+    Raises:
+      ConfigError: an unknown `shard`, or (`envs`) `num_envs` does not split over the devices.
+    """
     if shard not in SHARD_MODES:
         raise ConfigError(f"--shard {shard!r}: use one of {', '.join(SHARD_MODES)}")
     return (SeedsPlacement if shard == "seeds" else EnvsPlacement)(config, mesh, env, env_params)
 
 
 ShardedTrain = MeshPlacement  # the name `make_sharded_train` has returned since 0.1
+"""The name of `MeshPlacement` (what `make_sharded_train` returns) since jaxppo 0.1."""
 
 
 def make_sharded_train(config: PPOConfig, mesh: Mesh | None = None, shard: str = "seeds", *,
                        env: Any = None, env_params: Any = None) -> _MeshPlacement:
     """`make_train` over a device mesh (default: every device). Call the result with a batch
     of keys (one per run): `make_sharded_train(config, make_mesh(4))(jax.random.split(key, 8))`.
-    With `shard="seeds"` the runs split over devices; with `shard="envs"` each run's envs do."""
+    With `shard="seeds"` the runs split over devices; with `shard="envs"` each run's envs do.
+
+    `seeds`: the vmapped runs axis (seeds, or settings x seeds) is split over the D devices,
+    each holding R / D whole runs; runs never talk to each other, so the results equal the
+    single-device run up to float rounding. `envs`: each run's `num_envs` envs are split
+    (`num_envs / D` per device); gradients, loss statistics, advantage and normalizer
+    statistics and episode counts are reduced over devices, so the devices together are one
+    agent with `num_envs` envs, and its minibatch is the same size as unsharded. The mesh may
+    span processes (`init_distributed`). Unlike `train`, the result is no pure function to
+    jit or vmap: it compiles and places its own programs. Like `make_train`, it checks no device
+    memory (`estimate_memory` says what a run needs).
+
+    Args:
+      config: the run's `PPOConfig`.
+      mesh: a 1-D `jax.sharding.Mesh` (`make_mesh`); None: every device.
+      shard: "seeds" or "envs".
+      env: an environment instance to train on instead of the one `config.env_id` names.
+      env_params: that instance's params (default: its `default_params`).
+
+    Returns:
+      `make_train`'s interface over the mesh: `train(keys, hparams=None) -> TrainOutput` with
+        one key per run (`keys` `[R]`; `hparams` leaves `[R]`, or None for the config's);
+        `train.init(keys, hparams)` and `train.run(runner, hparams, num_updates)` are its
+        two halves, for driving it in chunks. Every process passes the same host values.
+
+    Raises:
+      ConfigError: an unknown `shard`, (`envs`) `num_envs` that does not split over the
+        devices, or (`seeds`, when called) runs that do not split evenly over them.
+    """
     return MeshPlacement(config, mesh if mesh is not None else make_mesh("all"), shard,
                          env=env, env_params=env_params)
 

@@ -54,11 +54,17 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence] | None = None, seeds: int
 
     Returns:
       The `SweepResult`: ranked rows (best first), the run's result and directory. With a run
-      directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent (`jaxppo
-      eval RUN_DIR --agent M`, `load_policy(RUN_DIR, seed=M)` on a row's `runs`; with static
-      keys, on the row's `run_dir`), metrics.csv and TensorBoard per agent, `curve.png` per
-      setting, and `summary.json` with the ranked rows. A stopped sweep continues with
-      `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
+        directory it holds `sweep.csv`, `sweep.png`, one checkpoint of every agent (`jaxppo
+        eval RUN_DIR --agent M`, `load_policy(RUN_DIR, seed=M)` on a row's `runs`; with
+        static keys, on the row's `run_dir`), metrics.csv and TensorBoard per agent,
+        `curve.png` per setting, and `summary.json` with the ranked rows. A stopped sweep
+        continues with `resume_sweep(run_dir)` (`jaxppo sweep --resume RUN_DIR`).
+
+    Raises:
+      ConfigError: an unknown `search`, an option the strategy does not take or cannot do
+        without, no grid, a bad space, or a setting the config refuses; all before anything
+        is written or compiled.
+      UsageError: as `Experiment.run` (a run directory in use or not writable).
     """
     given = {"grid": grid, "space": space, "trials": trials, "population": population,
              "interval": interval, "quantile": quantile, "eta": eta}
@@ -74,9 +80,27 @@ def sweep(config: PPOConfig, grid: dict[str, Sequence] | None = None, seeds: int
     return SweepResult(sweep_rows(result), result, result.run_dir)
 
 
-def resume_sweep(path: str | os.PathLike, **kwargs) -> SweepResult:
+def resume_sweep(path: str | os.PathLike, **kwargs: Any) -> SweepResult:
     """Continue a stopped sweep to its end (or rebuild a finished one's missing sweep.csv and
-    summary.json); its ranked table. `kwargs` as `Experiment.from_checkpoint`'s (`repair_log`)."""
+    summary.json); its ranked table. `kwargs` as `Experiment.from_checkpoint`'s (`repair_log`).
+
+    What `jaxppo sweep --resume RUN_DIR` does, for every kind of sweep: a grid or random
+    sweep continues as `Experiment.resume` would, a halving or PBT sweep with its strategy's
+    controller rebuilt from the checkpoint, and a sweep over static keys group by group.
+
+    Args:
+      path: the sweep's run directory (or its `checkpoint/` directory or file).
+      **kwargs: as `Experiment.from_checkpoint`'s (`progress`, `callbacks`, `repair_log`,
+        ...); the options that define the sweep come from its checkpoint.
+
+    Returns:
+      The `SweepResult`, ranked over the whole sweep.
+
+    Raises:
+      CheckpointError: no checkpoint, or a corrupt or mismatched one.
+      UsageError: `path` is a training run, not a sweep; the sweep is finished; an option
+        that defines it is given; or a halving or PBT sweep is given `devices`.
+    """
     if is_static_sweep(path):
         return StaticSweep.from_dir(path, **kwargs).run()
     result = sweep_from_checkpoint(path, **kwargs).run()

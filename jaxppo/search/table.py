@@ -16,24 +16,48 @@ from jaxppo.search.static import check_key, parse_values
 @dataclasses.dataclass
 class SweepResult:
     """`jaxppo.sweep`'s ranked table: one row per setting, best first (ties keep grid order);
-    in a halving sweep, settings that trained further first."""
+    in a halving sweep, settings that trained further first.
 
-    rows: list[dict]  # rank, setting, label, updates (how far it trained), final_return_mean,
-    #                   final_return_std (None where no seed has a return), seeds,
-    #                   diverged_seeds, seeds_without_return, runs (indices into the run's
-    #                   seeds axis); with static keys also
-    #                   group (the run directory's name) and run_dir (its path) of the runs
-    result: RunResult | None  # with static keys: the last group run in this session
+    What `sweep` and `resume_sweep` return. Settings are ranked by their final return's mean
+    over seeds (settings without a return last).
+
+        table = jaxppo.sweep(config, {"lr": [1e-4, 3e-4, 1e-3]}, seeds=2)
+        print(table.table())
+        policy = jaxppo.load_policy(table.run_dir, seed=table.best["runs"][0])
+
+    Attributes:
+      rows: one dict per setting, best first: `rank`, `setting` (its hyperparameters),
+        `label`, `updates` (how far it trained), `final_return_mean`, `final_return_std`
+        (None where no seed has a return), `seeds`, `diverged_seeds`,
+        `seeds_without_return`, `runs` (indices into the run's seeds axis, for
+        `load_policy(run_dir, seed=...)`); with static keys also `group` (the run
+        directory's name) and `run_dir` (its path) of the runs.
+      result: the sweep's `RunResult`; with static keys: the last group run in this session.
+      run_dir: the sweep's directory (None: a sweep without files).
+      groups: with static keys: each group's outcome (`jaxppo.search.static_sweep`); else
+        None.
+      summary: with static keys: what the sweep's summary.json holds; else None.
+    """
+
+    rows: list[dict]
+    result: RunResult | None
     run_dir: str | None
-    groups: list | None = None  # with static keys: each group's outcome (jaxppo.search.sweep)
-    summary: dict | None = None  # with static keys: what the sweep's summary.json holds
+    groups: list | None = None
+    summary: dict | None = None
 
     @property
     def best(self) -> dict:
+        """The first row: the best setting (its `runs` index the checkpoint's runs)."""
         return self.rows[0]
 
     def table(self) -> str:
-        """The table the CLI prints."""
+        """The table the CLI prints.
+
+        Returns:
+          One line per setting: rank, setting, how far it trained (where settings differ),
+            and the final return's mean ± std over seeds, flagged where seeds diverged or no
+            episode ended.
+        """
         width = max(len(r["label"]) for r in self.rows)
         ragged = len({r.get("updates") for r in self.rows}) > 1  # halving: how far each went
         lines = [f"{'rank':>4}  {'setting':<{width}}  {'updates  ' if ragged else ''}final return"]

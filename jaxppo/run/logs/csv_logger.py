@@ -25,7 +25,19 @@ def _fmt(metric: str, value: float, episodes: float) -> str:
 
 class CsvLogger(BackgroundWriter):
     """`metrics.csv`: one row per update per run. A resumed run first cuts the file back to the
-    checkpoint's update, so a run stopped hard (kill -9) and resumed has each update once."""
+    checkpoint's update, so a run stopped hard (kill -9) and resumed has each update once.
+
+    Columns: `update` (from 1), `run` (the index in the runs axis), `env_steps`, `wall_s`,
+    then every metric (`jaxppo.core.metrics.METRICS`; the
+    [metrics table](../how-to/logging.md) lists them). `episodic_return` and
+    `episodic_length` are written only for updates in which an episode ended (CleanRL's rule;
+    an empty cell otherwise), never a stale repeat. A halving sweep's stopped agents get no
+    rows. Rows are written on a thread of their own, overlapping the next chunk; a failed
+    write stops the run at the next chunk.
+
+    `Experiment` adds one to every run with a run directory, on process 0; one given in
+    `callbacks` replaces it. It takes no arguments.
+    """
 
     def on_start(self, info: RunInfo) -> None:
         path = os.path.join(info.run_dir, "metrics.csv")

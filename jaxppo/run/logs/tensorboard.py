@@ -28,7 +28,17 @@ def import_tensorboardx():
 
 class TensorBoardLogger(BackgroundWriter):
     """`tb/<run name>/`: one event file per run, CleanRL's tags, x-axis = env steps. A resumed
-    run marks its restart step, so TensorBoard hides events a hard stop left after it."""
+    run marks its restart step, so TensorBoard hides events a hard stop left after it.
+
+    Each update is one event carrying every scalar (`charts/episodic_return` and
+    `charts/episodic_length` only where an episode ended, the env's own episode metrics,
+    `losses/...`, `charts/SPS`); a new run also writes its config as a `hyperparameters` text.
+    Written on a thread of its own, overlapping the next chunk; tensorboardX is imported
+    without torch.
+
+    `Experiment(tensorboard=True)` (the default) adds one to every run with a run directory,
+    on process 0; one given in `callbacks` replaces it. It takes no arguments.
+    """
 
     def on_start(self, info: RunInfo) -> None:
         tbx = import_tensorboardx()

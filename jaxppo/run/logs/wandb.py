@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from jaxppo.core.metrics import ENV_METRIC_PREFIX, EPISODE_METRICS, TB_TAGS
@@ -12,9 +14,24 @@ from jaxppo.run.events import Callback, ChunkEvent, RunInfo, RunResult
 class WandbLogger(Callback):
     """Weights & Biases (`pip install 'jaxppo[wandb]'`), off unless asked for (CleanRL's
     `--track`): one W&B run per jaxppo run, the mean over runs of every metric per update
-    under CleanRL's tags, and each run's return as `charts/episodic_return/<run name>`."""
+    under CleanRL's tags, and each run's return as `charts/episodic_return/<run name>`.
 
-    def __init__(self, project: str = "jaxppo", **init_kwargs):
+    Pass it as `Experiment(config, callbacks=[jaxppo.WandbLogger("my-project")])` (the CLI:
+    `jaxppo train --wandb`). The W&B run gets the config, logs against env steps, resumes
+    with the jaxppo run (`resume="allow"`), and ends with the scalar entries of
+    `summary.json` in its summary. Episode metrics are averaged over the runs whose episode
+    ended in that update.
+
+    Args:
+      project: the W&B project.
+      **init_kwargs: further keyword arguments for `wandb.init` (`entity`, `name`, `tags`,
+        ...).
+
+    Raises:
+      UsageError: wandb is not installed (checked here, before a run directory exists).
+    """
+
+    def __init__(self, project: str = "jaxppo", **init_kwargs: Any):
         try:  # at construction: a missing extra is refused before a run directory exists
             import wandb
         except ImportError:
