@@ -36,7 +36,7 @@ class PPOConfig:
     (`load_config`), or get the one a run trained with (`load_checkpoint(run_dir).config`).
     Every way ends in the same validation, on the host before anything is traced, so a bad
     value is refused once, in one line naming its key and the fix. Each field below is a
-    config key; the [config reference](config.md) lists them all with type, default and
+    config key; the [config reference](../config.md) lists them all with type, default and
     meaning (`jaxppo config --list` prints the same table).
 
     Every field is static: shapes, loop lengths and switches are fixed when `make_train`

@@ -29,7 +29,7 @@ class CsvLogger(BackgroundWriter):
 
     Columns: `update` (from 1), `run` (the index in the runs axis), `env_steps`, `wall_s`,
     then every metric (`jaxppo.core.metrics.METRICS`; the
-    [metrics table](../how-to/logging.md) lists them). `episodic_return` and
+    [metrics table](../../how-to/logging.md) lists them). `episodic_return` and
     `episodic_length` are written only for updates in which an episode ended (CleanRL's rule;
     an empty cell otherwise), never a stale repeat. A halving sweep's stopped agents get no
     rows. Rows are written on a thread of their own, overlapping the next chunk; a failed
