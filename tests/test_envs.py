@@ -1,4 +1,6 @@
-"""The env adapter: it must agree with gymnax's own `step`, autoreset, and count episodes."""
+"""VecEnv on gymnax envs: it must agree with gymnax's own `step` (continuous actions, MinAtar;
+CartPole and the checklist every source passes are in tests/test_env_sources.py), autoreset,
+count episodes, and keep truncation apart from termination."""
 
 import gymnax
 import jax
@@ -6,11 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxppo import ConfigError
-from jaxppo.envs import VecEnv, check_env_id
+from jaxppo.envs import VecEnv
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "Breakout-MinAtar"])
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "Breakout-MinAtar"])
 def test_step_matches_gymnax_step_including_autoreset(env_id):
     n = 6
     venv = VecEnv(env_id, n)
@@ -82,8 +83,3 @@ def test_continuous_actions_are_clipped_for_stepping():
     _, s_big = venv.step(jax.random.key(1), state, jnp.full((2, 1), 100.0))
     _, s_max = venv.step(jax.random.key(1), state, jnp.full((2, 1), 2.0))
     np.testing.assert_array_equal(s_big.obs, s_max.obs)
-
-
-def test_unknown_env_id_suggests_close_matches():
-    with pytest.raises(ConfigError, match="CartPole-v1"):
-        check_env_id("CartPole-v2")

@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any, NamedTuple
 
 import jax
@@ -45,7 +44,7 @@ from jax.custom_batching import custom_vmap
 from jax.experimental import io_callback
 
 from jaxppo.envs.registry import check_host_id, host_source_of
-from jaxppo.envs.sources.protocol import HostSource, HostStep
+from jaxppo.envs.sources.protocol import HostSource, HostStep, HostSuite
 from jaxppo.envs.spaces import ActionSpec, action_spec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError, EnvError
@@ -131,7 +130,7 @@ class HostVecEnv:
             raise ConfigError(f"config key 'env_id': {env_id!r} is not a host environment")
         check_host_id(env_id)
         self.env_id, self.num_envs, self.evaluation = env_id, int(num_envs), evaluation
-        self._module: ModuleType = module
+        self._module: HostSuite = module
         kwargs = dict(env_kwargs or {})
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(max_episode_steps)

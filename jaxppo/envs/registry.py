@@ -14,8 +14,10 @@
                                    an environment on the host (`HOST_SOURCES`), stepped by the
                                    bridge of `host.py` from inside the compiled program
 
-Suites are looked up through their adapter module (`SOURCES`); each imports its package only
-when one of its ids is asked for, and says which `pip install` it needs when it is missing.
+Suites are looked up through their adapter module (`SOURCES`, `HOST_SOURCES`: the protocols
+`JaxSuite` and `HostSuite` of `sources/protocol.py`); each imports its package only when one of
+its ids is asked for, and says which `pip install` it needs when it is missing. gymnax is the
+adapter of the bare ids (`GYMNAX`), asked only when nothing else names the id.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import re
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import jaxppo.envs.sources.brax as brax_env
 import jaxppo.envs.sources.craftax as craftax_env
@@ -39,15 +41,36 @@ import jaxppo.envs.sources.jumanji as jumanji_env
 import jaxppo.envs.sources.navix as navix_env
 import jaxppo.envs.sources.playground as playground_env
 import jaxppo.envs.sources.xminigrid as xminigrid_env
+from jaxppo.envs.sources.protocol import HostSuite, JaxSuite
 from jaxppo.errors import ConfigError
 
-SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (
-    brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env)}
-"""Suite prefix (`brax/`) -> its adapter module (PREFIX, INSTALL_HINT, env_ids(), make())."""
+_Suite = TypeVar("_Suite", JaxSuite, HostSuite)
 
-HOST_SOURCES: dict[str, ModuleType] = {m.PREFIX: m for m in (gymnasium_env, envpool_env)}
-"""Host source prefix (`gymnasium/`) -> its module (PREFIX, SUITE, INSTALL_HINT, `env_ids()` or
-`check_id(name)`, `make_source(name, num_envs, kwargs, evaluation)`: `host_source.py`)."""
+
+def _by_prefix(protocol: type[_Suite], *modules: ModuleType) -> dict[str, _Suite]:
+    """The table of `modules` by their PREFIX; an adapter missing a member of `protocol` fails
+    here, at import, naming it (not at the first use of one of its ids)."""
+    for m in modules:
+        if not isinstance(m, protocol):
+            members = [*protocol.__annotations__, *(k for k, v in vars(protocol).items()
+                                                    if callable(v) and not k.startswith("_"))]
+            raise TypeError(f"{m.__name__} is not a {protocol.__name__}: it lacks "
+                            f"{', '.join(k for k in members if not hasattr(m, k))} "
+                            "(jaxppo/envs/sources/protocol.py)")
+    return {m.PREFIX: m for m in modules}
+
+
+SOURCES: dict[str, JaxSuite] = _by_prefix(
+    JaxSuite, brax_env, playground_env, craftax_env, jumanji_env, navix_env, xminigrid_env)
+"""Suite prefix (`brax/`) -> its adapter module. Order matters where ids are guessed: the
+first suite whose `suggest_id` answers a bare id is the one suggested."""
+
+HOST_SOURCES: dict[str, HostSuite] = _by_prefix(HostSuite, gymnasium_env, envpool_env)
+"""Host suite prefix (`gymnasium/`) -> its adapter module."""
+
+GYMNAX: JaxSuite = _by_prefix(JaxSuite, gymnax_env)[""]
+"""The adapter of the ids without a prefix (`CartPole-v1`). Not in `SOURCES`: an empty prefix
+matches every id, and gymnax ids come after probes and registered ids (`make_env`)."""
 
 CUSTOM_PREFIX = "custom/"
 PROBE_PREFIX = "probe/"
@@ -120,7 +143,7 @@ def _check_builtin_clashes(ids: set[str]) -> None:
     imported only here: importing it starts JAX's backend (see `_local`)."""
     from jaxppo.envs.probes import PROBES
 
-    builtin = set(gymnax_env.env_ids()) | set(PROBES)
+    builtin = set(GYMNAX.env_ids()) | set(PROBES)
     clash = sorted(i for i in ids if i in builtin and i not in _OVERWRITES)
     if clash:
         raise ConfigError(f"register_env({clash[0]!r}): that is a built-in id (with its own "
@@ -140,17 +163,24 @@ def _local() -> dict[str, Callable[..., Any]]:
 
 def available_env_ids() -> list[str]:
     """gymnax, probe and registered ids (suite ids are listed by their adapters)."""
-    return sorted(set(gymnax_env.env_ids()) | set(_local()))
+    return sorted(set(GYMNAX.env_ids()) | set(_local()))
 
 
-def source_of(env_id: str) -> ModuleType | None:
+def solve_thresholds() -> dict[str, float]:
+    """Every suite's solve thresholds (an adapter's optional `SOLVE_THRESHOLDS`), by env id."""
+    return {env_id: threshold for m in (GYMNAX, *SOURCES.values(), *HOST_SOURCES.values())
+            for env_id, threshold in getattr(m, "SOLVE_THRESHOLDS", {}).items()}
+
+
+def source_of(env_id: str) -> JaxSuite | None:
+    """The JAX suite adapter whose prefix `env_id` has (`brax/...`), else None."""
     return next((m for p, m in SOURCES.items() if env_id.startswith(p)), None)
 
 
 _SUITES = {**SOURCES, **HOST_SOURCES}
 
 
-def host_source_of(env_id: str) -> ModuleType | None:
+def host_source_of(env_id: str) -> HostSuite | None:
     """The host source module whose prefix `env_id` has (`gymnasium/...`), else None."""
     return next((m for p, m in HOST_SOURCES.items() if env_id.startswith(p)), None)
 
@@ -243,9 +273,6 @@ def check_env_id(env_id: str) -> None:
     if env_id in ids:
         return
     hint = None
-    brax_id = brax_env.suggest_brax_id(env_id)
-    if brax_id:
-        hint = f"did you mean the Brax environment {brax_id!r}?"
     for module in _SUITES.values():
         suggest = getattr(module, "suggest_id", None)
         hit = suggest(env_id) if suggest else None
@@ -316,4 +343,4 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
         except Exception as e:  # noqa: BLE001 - the user's constructor failed: one line
             raise _raised(env_id, e) from None
         return _as_pair(made, label)
-    return gymnax_env.make(env_id, kwargs)
+    return GYMNAX.make(env_id, kwargs)

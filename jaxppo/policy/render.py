@@ -1,7 +1,8 @@
 """One episode as a picture: a GIF (the env's own `render(state, params)` hook, which the
 Navix, Craftax, Jumanji, XLand-MiniGrid and Playground adapters provide from their library's
-renderer; gymnasium's classic-control renderer; gymnax's Visualizer for MinAtar; a side view for
-Brax) or Brax's interactive HTML viewer.
+renderer; gymnasium's classic-control renderer; gymnax's Visualizer for MinAtar; an adapter's
+own whole-episode `write_gif`, Brax's side view) or an adapter's `write_html` (Brax's
+interactive viewer).
 
 The hook, for your own environment: `render(state, params) -> uint8 [H, W, 3]`, called on the
 host once per frame with one (unbatched) state; raising `NotImplementedError("why")` says it
@@ -19,12 +20,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image, ImageDraw
 
-import jaxppo.envs.sources.brax as brax_env
 from jaxppo.config import PPOConfig
 from jaxppo.core.networks import make_network
 from jaxppo.core.train import TrainState
 from jaxppo.envs import HostVecEnv
-from jaxppo.envs.registry import host_source_of
+from jaxppo.envs.registry import host_source_of, source_of
 from jaxppo.errors import UsageError
 from jaxppo.policy.episodes import max_episode_steps, play_episode, policy_action
 from jaxppo.run.files import check_writable, write_failed
@@ -41,16 +41,18 @@ class NoRenderer(RuntimeError):
 def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
                deterministic: bool = True, *, env: Any = None, env_params: Any = None) -> int:
     """Render one episode to a GIF (the env's `render` hook, gymnasium's renderer for classic
-    control, gymnax's Visualizer for the others, a side view for Brax); returns the episode
-    length. `env`: the environment instance the run trained on, if not `config.env_id`'s."""
+    control, gymnax's Visualizer for the others, the adapter's `write_gif` where it draws whole
+    episodes: Brax's side view); returns the episode length. `env`: the environment instance
+    the run trained on, if not `config.env_id`'s."""
     check_writable(path, "GIF")
     if host_source_of(config.env_id) is not None and env is None:
         return _host_gif(config, train_state, key, path, deterministic)
     venv, states, rewards, length = play_episode(config, train_state, key, deterministic,
                                                  env=env, env_params=env_params)
-    if brax_env.is_brax_id(config.env_id):
+    write_gif = _episode_writer(config.env_id, "write_gif")
+    if write_gif is not None:
         try:
-            brax_env.write_gif(venv.env, states, rewards, path)
+            write_gif(venv.env, states, rewards, path)
         except OSError as e:
             if e.filename not in (None, path):
                 raise
@@ -168,17 +170,25 @@ def _host_frame(source: Any, obs: np.ndarray, env_id: str) -> np.ndarray:
 
 def render_html(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,
                 deterministic: bool = True) -> int:
-    """Write one episode as Brax's interactive 3D viewer (HTML); returns the episode length."""
-    if not brax_env.is_brax_id(config.env_id):
+    """Write one episode as its adapter's interactive viewer (`write_html`: Brax's 3D viewer);
+    returns the episode length."""
+    write_html = _episode_writer(config.env_id, "write_html")
+    if write_html is None:
         raise RuntimeError(f"HTML rendering is for Brax environments; {config.env_id} is a "
                            "gymnax environment (use --gif)")
     check_writable(path, "HTML")
     venv, states, _, length = play_episode(config, train_state, key, deterministic)
     try:
-        brax_env.write_html(venv.env, states, path)
+        write_html(venv.env, states, path)
     except OSError as e:
         raise write_failed(path, "HTML", e) from None
     return length
+
+
+def _episode_writer(env_id: str, name: str) -> Any:
+    """The adapter's optional whole-episode writer (`write_gif`, `write_html`), or None."""
+    source = source_of(env_id)
+    return getattr(source, name, None) if source is not None else None
 
 
 def _classic_control_frames(env_id: str, params: Any, states: list, rewards: list[float]) -> list:

@@ -14,28 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from jaxppo.envs.registry import is_replaced_builtin
+from jaxppo.envs.registry import is_replaced_builtin, solve_thresholds
 
 SOLVE_WINDOW = 20
 """Episodes per seed in the solve window (Gymnasium defines its thresholds over 100 episodes;
 20 keeps short runs meaningful)."""
 
-SOLVE_THRESHOLDS: dict[str, float] = {
-    # Gymnasium's reward_threshold where it has one; MinAtar has none.
-    "CartPole-v1": 475.0,
-    "Acrobot-v1": -100.0,
-    "MountainCar-v0": -110.0,
-    "MountainCarContinuous-v0": 90.0,
-    # Gymnasium gives Pendulum-v1 no reward_threshold; -200 is jaxppo's own mark (gymnax-blines
-    # reports -130 for PPO).
-    "Pendulum-v1": -200.0,
-    # Brax tasks: the reward_threshold of Gymnasium's MuJoCo counterpart (same reward terms and
-    # 1000-step episodes): InvertedDoublePendulum-v4, InvertedPendulum-v4, Hopper-v4, Ant-v4.
-    "brax/inverted_double_pendulum": 9100.0,
-    "brax/inverted_pendulum": 950.0,
-    "brax/hopper": 3800.0,
-    "brax/ant": 6000.0,
-}
+SOLVE_THRESHOLDS: dict[str, float] = solve_thresholds()
+"""Env id -> the mean return that counts as solved, as each suite's adapter states it (its
+`SOLVE_THRESHOLDS`: gymnax's from Gymnasium's reward_threshold, Brax's from its MuJoCo twin's)."""
 
 
 def quiet_nonfinite(fn):

@@ -33,9 +33,14 @@ SUITE = "Brax"
 EPISODE_LENGTH = 1000
 INSTALL_HINT = "pip install 'jaxppo[brax]'"
 
-
-def is_brax_id(env_id: str) -> bool:
-    return env_id.startswith(PREFIX)
+SOLVE_THRESHOLDS: dict[str, float] = {
+    # The reward_threshold of Gymnasium's MuJoCo counterpart (same reward terms and 1000-step
+    # episodes): InvertedDoublePendulum-v4, InvertedPendulum-v4, Hopper-v4, Ant-v4.
+    PREFIX + "inverted_double_pendulum": 9100.0,
+    PREFIX + "inverted_pendulum": 950.0,
+    PREFIX + "hopper": 3800.0,
+    PREFIX + "ant": 6000.0,
+}
 
 
 def _config_error(message: str):
@@ -70,7 +75,7 @@ def make(name: str, kwargs: dict[str, Any]) -> tuple[BraxEnv, BraxParams]:
     return env, env.default_params
 
 
-def suggest_brax_id(env_id: str) -> str | None:
+def suggest_id(env_id: str) -> str | None:
     """`brax/<name>` for a Gymnasium-style MuJoCo id (`InvertedDoublePendulum-v4`, `hopper`,
     `HalfCheetah-v5`) that Brax has, so a user who typed the PyTorch tutorial's id is pointed
     at it. Names are compared without case, underscores or the version suffix."""
@@ -214,7 +219,8 @@ def _geom_segments(sys: Any, x_pos: np.ndarray, x_rot: np.ndarray):
 
 def write_gif(env: BraxEnv, states: list[BraxState], returns: list[float], path: str,
               fps: int = 30) -> None:
-    """A side view (the x-z plane) of the bodies' capsules, drawn with matplotlib.
+    """A side view (the x-z plane) of the bodies' capsules, drawn with matplotlib: the whole
+    episode at once, for axes that fit every frame (`jaxppo eval --gif`).
 
     Brax's own image renderer needs an OpenGL context (MuJoCo's renderer), which headless
     machines and CI lack; this one needs nothing but matplotlib and Pillow.

@@ -1,7 +1,7 @@
 """EnvPool's C++ environment pools as a host source (`env_id: envpool/<task>`): Atari
 (`envpool/Breakout-v5`), MuJoCo (`envpool/HalfCheetah-v4`) and the rest of `envpool.list_all_envs()`
 with array observations and Discrete or Box actions. The bridge (`host.py`) steps it from inside
-the compiled program; this module only speaks EnvPool's Gymnasium API (`host_source.py` is the
+the compiled program; this module only speaks EnvPool's Gymnasium API (`protocol.py` is the
 contract).
 
 What EnvPool does at an episode's end (checked by experiment on envpool 1.2.5, and by
@@ -189,7 +189,7 @@ def _space(space: Any, what: str, env_id: str) -> None:
 
 
 class EnvPoolSource:
-    """`num_envs` envs of one EnvPool task, stepped together (`host_source.HostSource`)."""
+    """`num_envs` envs of one EnvPool task, stepped together (`protocol.HostSource`)."""
 
     def __init__(self, envpool: ModuleType, task: str, num_envs: int, options: dict[str, Any]):
         import gymnasium

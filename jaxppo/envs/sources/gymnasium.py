@@ -1,5 +1,5 @@
 """`gymnasium/<id>`: any registered Gymnasium environment, vectorised with Gymnasium's own vector
-API on the host, as a `HostSource` (`host_source.py`) that the bridge (`host.py`) steps from
+API on the host, as a `HostSource` (`protocol.py`) that the bridge (`host.py`) steps from
 inside the compiled training program.
 
     env_id: gymnasium/CartPole-v1

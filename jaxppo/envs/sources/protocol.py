@@ -1,9 +1,21 @@
-"""What an environment that lives on the host (EnvPool's C++ pools, Gymnasium's vector envs)
-gives jaxppo: the contract between a source adapter (`envpool_env.py`, `gymnasium_env.py`) and
-the bridge that steps it inside the compiled training program (`host.py`).
+"""The contracts between a source adapter and jaxppo: what an adapter module offers the registry
+(`JaxSuite` for a JAX suite, `HostSuite` for one on the host), and what a host suite's pool
+gives the bridge that steps it (`HostSource`, `HostStep`).
 
-A source is already vectorised: one `step` moves all M of its environments. It hides its own
-auto-reset: where an episode ended, `obs` is the first observation of the next episode and
+Adapters are modules, not classes: a module has the members of a runtime-checkable protocol or
+it does not (`isinstance(jaxppo.envs.sources.navix, JaxSuite)`), and `registry.py` refuses one
+that lacks any at import. Optional members are not in the protocols (a protocol member is
+required); each is documented where it belongs and read with `getattr`.
+
+Recipe: add an env source. Write `jaxppo/envs/sources/<lib>.py` with the members below (import
+the library inside functions, through `suite.require`, so it stays an optional extra), add the
+module to `SOURCES` (or `HOST_SOURCES`) in `registry.py`, and add its row to the conformance
+test `tests/test_env_sources.py` (plus a test file of its own for what is special about it).
+Nothing else needs an edit: what jaxppo does per suite (hints, thresholds, drawing) it asks
+the adapter for.
+
+A host source is already vectorised: one `step` moves all M of its environments. It hides its
+own auto-reset: where an episode ended, `obs` is the first observation of the next episode and
 `final_obs` the true last one, exactly as `VecEnv.step_with` reports it for JAX envs, so the
 auto-reset transition EnvPool and Gymnasium's vector envs produce (an ignored action, reward 0)
 never reaches the learner nor the episode statistics.
@@ -14,19 +26,89 @@ Two notions of "an episode ended" are kept apart, for Atari's published conventi
 that return adds up (the game score, unclipped) while `reward` is the one trained on (clipped).
 Every other source sets `score = reward` and `game_over = terminated | truncated`.
 
-A source module exposes `PREFIX` ("gymnasium/"), `SUITE`, `INSTALL_HINT`, `env_ids()` (or
-`check_id(name)`, raising one ConfigError line), `make_source(name, num_envs, kwargs,
-evaluation) -> HostSource` and optionally `RENDER_KWARGS`; `registry.HOST_SOURCES` lists the
-modules by prefix.
-
 Axis legend: M = the source's environments (num_envs x the vmapped agents sharing one pool).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
+
+
+@runtime_checkable
+class JaxSuite(Protocol):
+    """A JAX suite's adapter module (`registry.SOURCES`): it lists and builds the suite's
+    environments, each behind jaxppo's env protocol (`jaxppo/envs/protocol.py`).
+
+    Optional members, read with `getattr` where they are used:
+
+        unsupported_reason(env_id) -> str | None   why a real id of the suite outside
+                                    `env_ids()` is refused (its assets download at first use):
+                                    one line shown instead of "unknown id"
+        suggest_id(env_id) -> str | None   this suite's id for an id typed without the prefix
+                                    or in another library's spelling (`MiniGrid-Empty-8x8-v0`),
+                                    for the "did you mean" of an unknown id; never raises
+        SOLVE_THRESHOLDS: dict[str, float]   the mean return that counts a run of an id as
+                                    solved (`run/stats.py`)
+        write_gif(env, states, returns, path)   draws a whole episode (the env's states and
+                                    running returns) as a GIF, in place of the per-frame
+                                    `env.render` hook (`jaxppo eval --gif`)
+        write_html(env, states, path)   an episode as an interactive HTML viewer (`--html`)
+    """
+
+    PREFIX: str
+    """What its ids start with (`"brax/"`); `""` for gymnax's bare ids, asked last."""
+    SUITE: str
+    """The suite's name in messages (`"Brax"`)."""
+    INSTALL_HINT: str
+    """The `pip install` that brings the suite, named when its package is missing."""
+
+    def env_ids(self) -> list[str]:
+        """Every id it offers, prefix included (`brax/hopper`), read from the installed
+        package's registry; a missing package is one ConfigError line naming INSTALL_HINT."""
+        ...
+
+    def make(self, name: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """`(env, env_params)` for the id `PREFIX + name` (a known one: `registry.check_env_id`
+        ran first); `kwargs` are the config's `env_kwargs`, refused in one ConfigError line
+        where the suite cannot take them."""
+        ...
+
+
+@runtime_checkable
+class HostSuite(Protocol):
+    """A host suite's adapter module (`registry.HOST_SOURCES`): it builds pools of the suite's
+    environments that run on the host (`HostSource`), stepped from inside the compiled program
+    by the bridge (`host.py`).
+
+    Optional members:
+
+        check_id(name) -> None   raises one ConfigError line (close matches, the missing
+                                    package) for an id it does not offer; without it, the
+                                    registry checks `name in env_ids()`
+        suggest_id(env_id) -> str | None   as for `JaxSuite`
+        SOLVE_THRESHOLDS: dict[str, float]   as for `JaxSuite`
+        RENDER_KWARGS: dict[str, Any]   what `jaxppo eval --gif` adds to `make_source`'s kwargs
+                                    for pools that draw frames
+    """
+
+    PREFIX: str
+    """What its ids start with (`"gymnasium/"`)."""
+    SUITE: str
+    """The suite's name in messages (`"Gymnasium"`)."""
+    INSTALL_HINT: str
+    """The `pip install` that brings the suite, named when its package is missing."""
+
+    def env_ids(self) -> list[str]:
+        """Every id it offers, WITHOUT the prefix (`CartPole-v1`); a missing package is one
+        ConfigError line naming INSTALL_HINT."""
+        ...
+
+    def make_source(self, name: str, num_envs: int, kwargs: dict[str, Any],
+                    evaluation: bool) -> HostSource:
+        """A pool of `num_envs` envs of `PREFIX + name` (see `HostSource`)."""
+        ...
 
 
 class HostStep(NamedTuple):
