@@ -52,8 +52,11 @@ COVERED = {"compare --config configs/atari_breakout.yaml": (
            "configs/mujoco_halfcheetah.yaml": ("test_envpool_env.py", "def test_"),
            "configs/playground_": ("test_env_playground.py", "def test_"),
            "configs/craftax_": ("test_env_craftax.py", "def test_")}
-# Python blocks that are a listing of a file, not a program to run: the file runs elsewhere.
+# Python blocks that are a listing of a file, not a program to run: the file runs elsewhere
+# (scripts/corridor.py), or is written into the working directory under its name, where the
+# pages' commands import it.
 LISTINGS = ("class Corridor:",)
+FILES = {"class GoToTarget(gym.Env):": "myenvs.py"}
 UPDATES = 1  # the budget of every run a docs command starts, in updates
 PYTHON_CAP = '''
 import jaxppo.config.schema as _schema
@@ -125,6 +128,11 @@ def workdir(tmp_path_factory, _cache_dir):
     setup_compilation_cache()
     for name in ("configs", "scripts"):
         os.symlink(os.path.join(ROOT, name), d / name)
+    for page in PAGES:
+        for code in re.findall(r"```python\n(.*?)```", read(page), re.S):
+            for marker, name in FILES.items():
+                if marker in code:
+                    (d / name).write_text(code, encoding="utf-8")
     config = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"), {"total_timesteps": 4096})
     stop_run_at(config, d / "runs", "finished", config.num_updates + 1, chunk_updates=2)
     stop_run_at(config, d / "runs", "stopped", 4, chunk_updates=2)

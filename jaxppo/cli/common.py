@@ -5,12 +5,15 @@ text of returns. Library code returns notes; here they become `note: ...` lines 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
 
 import jax
 
+from jaxppo.config import PPOConfig, load_config, parse_overrides
+from jaxppo.envs.imports import import_env_modules
 from jaxppo.errors import UsageError
 from jaxppo.run.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.run.divergence import describe_divergence
@@ -176,6 +179,7 @@ def refuse_with_resume(args) -> None:
 
 def add_run_args(sp) -> None:
     """The flags every verb that starts runs takes (train, sweep)."""
+    add_import_arg(sp)
     sp.add_argument("--config", help=f"YAML config, e.g. {EXAMPLE_CONFIG}")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a config key (repeatable)")
@@ -206,3 +210,29 @@ def add_no_cache(sp, shown: bool = False) -> None:
     """`--no-cache` after the verb too (`jaxppo train --no-cache`), as before it."""
     sp.add_argument("--no-cache", action="store_true", default=argparse.SUPPRESS,
                     help="skip JAX's persistent compilation cache" if shown else argparse.SUPPRESS)
+
+
+def add_import_arg(sp) -> None:
+    """`--import MODULE`: modules that register environments, imported first (rl-zoo's
+    `--gym-packages`); recorded in the run's config (`env_imports`)."""
+    sp.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                    help="import MODULE before the environment is built: a module of yours that "
+                         "registers environments (gymnasium.register, jaxppo.register_env); "
+                         "recorded in the run, so eval and --resume import it again (repeatable)")
+
+
+def import_modules(args) -> None:
+    """Import `--import`'s modules now (before a config or checkpoint names their envs)."""
+    import_env_modules(getattr(args, "imports", []) or [], "--import")
+
+
+def load_run_config(args, overrides: dict | None = None) -> PPOConfig:
+    """The config `--config` and `--set` give, with `--import`'s modules imported first and
+    recorded in `env_imports`."""
+    import_modules(args)
+    config = load_config(require_config(args), overrides if overrides is not None
+                         else parse_overrides(args.set))
+    if getattr(args, "imports", None):
+        config = dataclasses.replace(config, env_imports=tuple(dict.fromkeys(
+            [*config.env_imports, *args.imports])))
+    return config

@@ -8,8 +8,8 @@ import sys
 import time
 
 import jaxppo.compare.compare as cmp
-from jaxppo.cli.common import EXAMPLE_CONFIG, add_no_cache, positive_int, require_config
-from jaxppo.config import load_config, parse_overrides
+from jaxppo.cli.common import EXAMPLE_CONFIG, add_import_arg, add_no_cache, load_run_config, positive_int
+from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.run.files import check_writable
 
@@ -30,6 +30,7 @@ def add_parser(sub) -> None:
     c.add_argument("--out", default=None, help="output directory (default runs/compare__...)")
     c.add_argument("--warm-cache", action="store_true",
                    help="let jaxppo use its persistent compilation cache (default: cold compiles)")
+    add_import_arg(c)
     add_no_cache(c)
     c.set_defaults(func=cmd_compare)
 
@@ -38,7 +39,7 @@ def cmd_compare(args) -> int:
     overrides = parse_overrides(args.set)
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
-    config = load_config(require_config(args), overrides)
+    config = load_run_config(args, overrides)
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     unknown = [s for s in systems if s not in cmp.SYSTEMS]
     if unknown or not systems:

@@ -8,7 +8,7 @@ import sys
 
 import jax
 
-from jaxppo.cli.common import add_no_cache, positive_int
+from jaxppo.cli.common import add_import_arg, add_no_cache, import_modules, positive_int
 from jaxppo.errors import UsageError
 from jaxppo.policy.policy import evaluate, load_policy
 from jaxppo.policy.render import NoRenderer, render_gif, render_html
@@ -32,6 +32,7 @@ def add_parser(sub) -> None:
                         "its return, and its GIF/HTML (default: every agent, GIF of agent 0)")
     e.add_argument("--no-json", dest="json", action="store_false",
                    help="do not write RUN_DIR/eval.json (per-seed returns)")
+    add_import_arg(e)
     add_no_cache(e)
     e.set_defaults(func=cmd_eval)
 
@@ -50,6 +51,7 @@ def eval_return_text(returns, completed, per_seed: bool = False) -> str:
 
 
 def cmd_eval(args) -> int:
+    import_modules(args)  # a run from before env_imports: the module that registers its env
     if is_static_sweep(args.run_dir):
         first = sorted(d for d in os.listdir(args.run_dir)
                        if os.path.isdir(os.path.join(args.run_dir, d, "checkpoint")))

@@ -11,18 +11,18 @@ import jax
 
 from jaxppo.cli.common import (
     add_run_args,
+    import_modules,
+    load_run_config,
     positive_int,
     print_note,
     refuse_repair_log,
     refuse_with_resume,
-    require_config,
     run_experiment,
     say_rebuilt,
     setup_devices,
     stopped,
 )
 from jaxppo.cli.config import list_config
-from jaxppo.config import load_config, parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.run.divergence import describe_divergence
 from jaxppo.run.events import Divergence
@@ -66,13 +66,14 @@ def cmd_sweep(args) -> int:
                 shard=args.shard, checkpoint_every=args.checkpoint_every)
     if args.resume:
         refuse_with_resume(args)
+        import_modules(args)  # a sweep from before env_imports: its env's module
         if is_static_sweep(args.resume):
             return _static_sweep(StaticSweep.from_dir(args.resume, repair_log=args.repair_log,
                                                       **opts), args)
         exp = sweep_from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
     else:
         refuse_repair_log(args)
-        config = load_config(require_config(args), parse_overrides(args.set))
+        config = load_run_config(args)
         search = args.search or "grid"
         options = {name: getattr(args, name) for name in OPTIONS
                    if getattr(args, name) not in (None, [])}

@@ -6,17 +6,17 @@ from __future__ import annotations
 from jaxppo.cli.common import (
     add_run_args,
     final_return_text,
+    import_modules,
+    load_run_config,
     positive_int,
     refuse_repair_log,
     refuse_with_resume,
-    require_config,
     run_experiment,
     say_rebuilt,
     setup_devices,
     stopped,
 )
 from jaxppo.cli.config import list_config
-from jaxppo.config import load_config, parse_overrides
 from jaxppo.run.distributed import is_main_process
 from jaxppo.run.experiment import Experiment
 
@@ -41,10 +41,11 @@ def cmd_train(args) -> int:
                 checkpoint_every=args.checkpoint_every)
     if args.resume:
         refuse_with_resume(args)
+        import_modules(args)  # a run from before env_imports: its env's module
         exp = Experiment.from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
     else:
         refuse_repair_log(args)
-        config = load_config(require_config(args), parse_overrides(args.set))
+        config = load_run_config(args)
         exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
     result, code = run_experiment(exp, args, f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)")

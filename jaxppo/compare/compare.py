@@ -195,7 +195,8 @@ def make_sb3(config: PPOConfig, subproc: bool, seed: int):
     gym_id = (GYMNASIUM_IDS.get(config.env_id) if kind == "classic"
               else config.env_id.removeprefix(GYMNASIUM_PREFIX))
     env = make_vec(kind, config.env_id, config.num_envs, subproc, seed,
-                   max_episode_steps=config.max_episode_steps, gym_id=gym_id)
+                   max_episode_steps=config.max_episode_steps, gym_id=gym_id,
+                   imports=config.env_imports)
     if config.normalize_obs or config.normalize_reward:
         env = VecNormalize(env, norm_obs=config.normalize_obs, norm_reward=config.normalize_reward,
                            gamma=config.gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8)

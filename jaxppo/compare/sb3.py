@@ -31,6 +31,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import make_env
+from jaxppo.envs.imports import import_env_modules
 
 MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
                  "Freeway-MinAtar": "freeway", "Seaquest-MinAtar": "seaquest",
@@ -94,8 +95,16 @@ def atari_gym_id(env_id: str) -> str:
     return env_id.removeprefix("envpool/").removesuffix("-v5") + "NoFrameskip-v4"
 
 
+def make_gym(gym_id: str, imports: tuple[str, ...] = ()) -> gymnasium.Env:
+    """`gymnasium.make(gym_id)` after importing the modules that register it: in every
+    SubprocVecEnv worker too (they do not share the parent's registrations)."""
+    import_env_modules(imports)
+    return gymnasium.make(gym_id)
+
+
 def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
-             max_episode_steps: int | None = None, gym_id: str | None = None):
+             max_episode_steps: int | None = None, gym_id: str | None = None,
+             imports: tuple[str, ...] = ()):
     """SB3's vectorised env for one compare `kind` (`classic`, `minatar`, `atari`, `gymnasium`);
     every env sits in a `Monitor`, whose `info["episode"]` is the return compare logs."""
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
@@ -112,7 +121,8 @@ def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
         env = make_atari_env(functools.partial(make_atari, atari_gym_id(env_id)),
                              n_envs=num_envs, seed=seed, vec_env_cls=vec_cls)
         return VecFrameStack(env, n_stack=4)
-    return make_vec_env(gym_id or env_id, n_envs=num_envs, seed=seed, vec_env_cls=vec_cls)
+    return make_vec_env(functools.partial(make_gym, gym_id or env_id, tuple(imports)),
+                        n_envs=num_envs, seed=seed, vec_env_cls=vec_cls)
 
 
 class ConvTorso(BaseFeaturesExtractor):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from jaxppo.envs import check_env_id
+from jaxppo.envs.imports import import_env_modules
 from jaxppo.envs.resets import RESETS
 from jaxppo.errors import ConfigError
 
@@ -56,7 +57,14 @@ class PPOConfig:
     """The environment: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`), a probe
     (`probe/Action-v0`), an id given to `jaxppo.register_env`, `mypkg.module:MyEnv`, a
     suite's id (`brax/hopper`, `playground/CartpoleBalance`, `jumanji/Snake-v1`, ...), or
-    `custom/<name>`, a label for an environment instance given as `make_train(..., env=)`."""
+    `custom/<name>`, a label for an environment instance given as `make_train(..., env=)`.
+    A Gymnasium env on the host: `gymnasium/<id>`, or `gymnasium/<module>:<id>` for one that
+    `<module>` registers when imported."""
+    env_imports: tuple[str, ...] = ()
+    """Python modules imported before the environment is built: modules that register
+    environments at import (`gymnasium.register`, `jaxppo.register_env`), as rl-zoo's
+    `--gym-packages` (`--import MODULE` adds one). The run records them, so `jaxppo eval` and
+    `--resume` import them again."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments for the environment's constructor (or its suite's adapter)."""
     env_params: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -261,6 +269,12 @@ def _coerce(key: str, value: Any) -> Any:
     elif typing.get_origin(base) is dict:
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
             out = _plain(key, thaw(value))
+    elif typing.get_origin(base) is tuple and typing.get_args(base)[0] is str:
+        names = [value] if isinstance(value, str) else value  # one name needs no list
+        ok = isinstance(names, (list, tuple)) and all(isinstance(v, str) and v for v in names)
+        if not ok:
+            _fail(key, f"got {value!r}", "use a list of module names, e.g. [myenvs]")
+        out = tuple(names)
     elif isinstance(value, (list, tuple)):  # tuple[int, ...]
         ints = [_as_int(v) for v in value]
         out = tuple(ints) if None not in ints else None
@@ -348,6 +362,7 @@ def _validate(c: PPOConfig) -> None:
     if c.total_timesteps > _INT32_MAX:
         _fail("total_timesteps", f"{c.total_timesteps} exceeds {_INT32_MAX}",
               "split the run, or use fewer steps")
+    import_env_modules(c.env_imports)  # they register the env the id names
     check_env_id(c.env_id)
 
 

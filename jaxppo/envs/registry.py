@@ -23,9 +23,7 @@ adapter of the bare ids (`GYMNAX`), asked only when nothing else names the id.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
-import os
 import re
 import sys
 from collections.abc import Callable
@@ -41,6 +39,7 @@ import jaxppo.envs.sources.jumanji as jumanji_env
 import jaxppo.envs.sources.navix as navix_env
 import jaxppo.envs.sources.playground as playground_env
 import jaxppo.envs.sources.xminigrid as xminigrid_env
+from jaxppo.envs.imports import import_module
 from jaxppo.envs.sources.protocol import HostSuite, JaxSuite
 from jaxppo.errors import ConfigError
 
@@ -203,24 +202,11 @@ def is_import_path(env_id: str) -> bool:
     return bool(_IMPORT_PATH.match(env_id))
 
 
-def _import_module(name: str) -> ModuleType:
-    """Import `name` as Python would from the current directory: the `jaxppo` console script,
-    unlike `python -m`, does not put the working directory on `sys.path`."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        cwd = os.getcwd()
-        if e.name != name.split(".")[0] or cwd in sys.path or "" in sys.path:
-            raise
-        sys.path.append(cwd)
-        return importlib.import_module(name)
-
-
 def _import_target(env_id: str) -> Any:
     """The object `pkg.module:Name` names, or a one-line ConfigError."""
     module_name, _, attr = env_id.partition(":")
     try:
-        obj: Any = _import_module(module_name)
+        obj: Any = import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"config key 'env_id': cannot import {module_name!r} for {env_id!r} "
                           f"({e}); install it or add its folder to PYTHONPATH") from None
@@ -310,6 +296,13 @@ def _raised(env_id: str, e: BaseException) -> ConfigError:
                        "the full traceback")
 
 
+def _looks_gymnasium(env: Any) -> bool:
+    """A Gymnasium env (or a wrapper of one): its own `step`/`reset` and spaces, none of the
+    protocol's `step_env`/`reset_env`."""
+    return (all(hasattr(env, a) for a in ("step", "reset", "observation_space", "action_space"))
+            and not (hasattr(env, "step_env") or hasattr(env, "reset_env")))
+
+
 def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """`(env, env_params)` for a known `env_id`; `env_kwargs` go to the env's constructor
     (or, for a suite, to its adapter: see each adapter's docstring)."""
@@ -342,5 +335,13 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
             raise _raised(env_id, e) from None
         except Exception as e:  # noqa: BLE001 - the user's constructor failed: one line
             raise _raised(env_id, e) from None
+        env = made[0] if isinstance(made, tuple) and len(made) == 2 else made
+        if _looks_gymnasium(env):
+            module = env_id.partition(":")[0] if is_import_path(env_id) else "<module>"
+            raise ConfigError(f"config key 'env_id': {env_id!r} is a Gymnasium env (step/reset, "
+                              "not gymnax's step_env/reset_env), which jaxppo steps on the host: "
+                              f"register it in {module} with gymnasium.register(id='MyEnv-v0', "
+                              f"entry_point={env_id!r}) and use env_id: gymnasium/{module}:"
+                              "MyEnv-v0")
         return _as_pair(made, label)
     return GYMNAX.make(env_id, kwargs)

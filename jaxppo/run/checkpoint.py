@@ -266,6 +266,9 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
     try:
         config = config_from_dict(header["config"], source="checkpoint config")
     except ConfigError as e:
+        if str(e).startswith(("config key 'env_id'", "config key 'env_imports'")):
+            raise CheckpointError(f"checkpoint '{path}': its environment cannot be built in "
+                                  f"this process ({e})") from None
         raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {e}") from None
     saved_env = header.get("extra", {}).get("env")
     if env is not None and isinstance(saved_env, dict):

@@ -3,6 +3,8 @@ API on the host, as a `HostSource` (`protocol.py`) that the bridge (`host.py`) s
 inside the compiled training program.
 
     env_id: gymnasium/CartPole-v1
+    env_id: gymnasium/myenvs:GoToTarget-v0   # Gymnasium's own `module:id`: myenvs is imported
+                                             # first (it calls gymnasium.register)
     env_kwargs: {vectorization: sync}    # or async (one subprocess per env); the other keys
                                          # go to gymnasium.make (e.g. max_episode_steps)
 
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxppo.envs.imports import import_env_modules
 from jaxppo.envs.sources.protocol import HostStep
 from jaxppo.errors import ConfigError
 
@@ -47,14 +50,33 @@ def env_ids() -> list[str]:
     return sorted(_gym().registry)
 
 
+REGISTER_HINT = ("register it in a module of yours with gymnasium.register(id=..., "
+                 "entry_point=...) and name the module: env_id: gymnasium/<module>:<id>, or "
+                 "--import <module> (config key env_imports)")
+
+
+def split_id(name: str) -> tuple[str, str]:
+    """`(module, id)` of Gymnasium's `module:id` form; `("", id)` for a plain id."""
+    module, _, gid = name.rpartition(":")
+    return module, gid
+
+
 def check_id(name: str) -> None:
-    """One line for an id Gymnasium does not know, with close matches."""
+    """One line for an id Gymnasium does not know (after importing its module, in the
+    `module:id` form), with close matches or the way to register one."""
+    module, gid = split_id(name)
+    if module:
+        import_env_modules([module], f"config key 'env_id': {PREFIX + name!r}")
     ids = env_ids()
-    if name in ids:
+    if gid in ids:
         return
+    if module:
+        raise ConfigError(f"config key 'env_id': module {module!r} registers no Gymnasium "
+                          f"environment {gid!r}; call gymnasium.register(id={gid!r}, "
+                          "entry_point=...) in it")
     close = difflib.get_close_matches(name, ids, n=3, cutoff=0.5)
-    hint = (f"did you mean {', '.join(repr(PREFIX + c) for c in close)}?" if close else
-            "register it with gymnasium.register before the config is built")
+    hint = (f"did you mean {', '.join(repr(PREFIX + c) for c in close)}? Or, for an env of "
+            f"your own, {REGISTER_HINT}" if close else REGISTER_HINT)
     raise ConfigError(f"config key 'env_id': unknown {SUITE} environment {PREFIX + name!r}; "
                       f"{hint}")
 
@@ -98,7 +120,7 @@ class GymnasiumSource:
         self._check_spaces()
         self._start = int(getattr(self.action_space, "start", 0) or 0) if hasattr(
             self.action_space, "n") else 0
-        spec = getattr(self.vec, "spec", None) or gym.spec(name)
+        spec = getattr(self.vec, "spec", None) or gym.spec(split_id(name)[1])
         limit = kwargs.get("max_episode_steps", getattr(spec, "max_episode_steps", None))
         self.max_episode_steps = int(limit) if limit else None
 
