@@ -59,14 +59,17 @@ LISTINGS = ("class Corridor:",)
 FILES = {"class GoToTarget(gym.Env):": "myenvs.py"}
 UPDATES = 1  # the budget of every run a docs command starts, in updates
 PYTHON_CAP = '''
+import jaxppo._xla as _xla
 import jaxppo.config.schema as _schema
+
+_xla.setup_compilation_cache()  # the session's cache (JAXPPO_CACHE_DIR): blocks share programs
 
 _post_init = _schema.PPOConfig.__post_init__
 
 
 def _capped(self):  # the docs test's budget: a few updates, whatever the block asks for
     _post_init(self)
-    cap = max(self.batch_size * 24, self.batch_size)
+    cap = self.batch_size * 24
     if self.total_timesteps > cap:
         object.__setattr__(self, "total_timesteps", cap)
 
@@ -209,8 +212,10 @@ def test_each_docs_command_runs(index, page, line, workdir, monkeypatch, capsys)
         argv += ["--run-name", f"line-{index}"]
     if argv[0] == "compare":
         argv += ["--out", str(workdir / f"compare-{index}")]
-    if "--wandb" in argv:
-        pytest.importorskip("wandb", reason="the wandb extra (a W&B account) is not installed")
+    if "--wandb" in argv:  # offline: the same calls, written into the run dir, no account
+        pytest.importorskip("wandb", reason="the wandb extra is not installed")
+        monkeypatch.setenv("WANDB_MODE", "offline")
+        monkeypatch.setenv("WANDB_SILENT", "true")
     code = main(argv)
     _, err = capsys.readouterr()
     assert code == 0, (page, line, err[-2000:])
@@ -239,7 +244,7 @@ def test_tensorboard_reads_the_run_directories(workdir):
 
 @pytest.mark.parametrize("page,index,code", python_blocks(),
                          ids=[f"{p}:{i}" for p, i, _ in python_blocks()])
-def test_each_docs_python_block_runs(page, index, code, workdir):
+def test_each_docs_python_block_runs(page, index, code, workdir, _cache_dir):
     code = code.replace("runs/<run-name>", "runs/finished")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(workdir),
                                                         os.environ.get("PYTHONPATH", "")])}
