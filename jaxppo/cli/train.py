@@ -37,8 +37,8 @@ def cmd_train(args) -> int:
     if args.help_config:
         return list_config()
     mesh = setup_devices(args)  # before any JAX computation
-    opts = dict(progress=not args.no_progress, mesh=mesh, shard=args.shard,
-                checkpoint_every=args.checkpoint_every)
+    opts = dict(progress=not args.no_progress, tensorboard=not args.no_tensorboard, mesh=mesh,
+                shard=args.shard, checkpoint_every=args.checkpoint_every)
     if args.resume:
         refuse_with_resume(args)
         exp = Experiment.from_checkpoint(args.resume, repair_log=args.repair_log, **opts)
