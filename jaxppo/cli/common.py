@@ -126,7 +126,8 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
         return exp.run(), None
     except KeyboardInterrupt as e:  # a second signal (StopNow), or Ctrl-C while compiling
         signum = getattr(e, "signum", signal.SIGINT)
-        problem, code = f"stopped at once by {signal.Signals(signum).name}", 128 + signum
+        during = f" while {e.during}" if getattr(e, "during", None) else ""
+        problem, code = f"stopped at once by {signal.Signals(signum).name}{during}", 128 + signum
     except OSError as e:
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1

@@ -411,7 +411,7 @@ class Experiment:
                   "episode started afresh")
         return jax.jit(jax.vmap(placement.trainer.restart_episodes))(resume.runner)
 
-    def host_fault(self, update: int, good_update: int | None) -> EnvError | None:
+    def host_fault(self, update: int, good_update: int | None) -> BaseException | None:
         """The host env's fault as one line, if it happened in the updates up to `update`."""
         start = self._resume.update if self._resume else 0
         return host_fault(self._host_env, self.config, start, update, good_update)
