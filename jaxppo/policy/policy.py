@@ -34,8 +34,10 @@ from jaxppo.policy.episodes import (
     recurrent_policy_action,
 )
 from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.divergence import diverged_runs, logged_divergences
 from jaxppo.run.files import check_writable
 from jaxppo.run.memory import check_eval_memory
+from jaxppo.run.rundir import run_dir_of
 from jaxppo.search.strategies import controller_for
 
 
@@ -193,20 +195,74 @@ def _check_seed(seed: int, num_runs: int, run_dir) -> None:
                          f"run(s); pass a seed in {valid}")
 
 
+class DivergedAgent(UsageError):
+    """An agent that diverged was asked for as a policy (`load_policy`): its parameters are
+    NaN/Inf, or it went NaN/Inf before its checkpoint."""
+
+
+def diverged_agents(ckpt, run_dir: str | os.PathLike) -> dict[int, str]:
+    """{run: how it diverged} for the checkpoint's runs that are no policy: a sweep goes on
+    past a diverged agent and checkpoints it as it is (NaN/Inf parameters), and one whose
+    metrics.csv records a divergence up to the checkpoint (since its last PBT renewal) is no
+    more trustworthy where its parameters stayed finite."""
+    controller = controller_for(ckpt.config, ckpt.record, ckpt.num_runs)
+    renewed = None
+    if controller is not None:  # a PBT member renewed by an exploit is healthy again
+        controller.start(None, ckpt.update, ckpt.record.controller)
+        renewed = controller.renewed_since()
+    try:
+        _, live = logged_divergences(run_dir_of(os.fspath(run_dir)), ckpt.num_runs, ckpt.update,
+                                     None if renewed is None else np.asarray(renewed, int))
+    except (UsageError, OSError):  # an unreadable log: the parameters alone say
+        live = {}
+    bad = diverged_runs(ckpt.runner_state, ckpt.num_runs, live)
+    return {int(r): (f"diverged at update {live[int(r)].update}" if int(r) in live
+                     else "diverged (its parameters are NaN/Inf)")
+            for r in np.flatnonzero(bad)}
+
+
+def _diverged_refusal(run_dir, seed: int, how: str, num_runs: int, bad: dict) -> str:
+    healthy = [r for r in range(num_runs) if r not in bad]
+    other = (f"pick one that did not: {_runs_text(healthy)}" if healthy
+             else "every agent of this run diverged")
+    return (f"agent {seed} of '{os.fspath(run_dir)}' {how}: it is no policy; {other} (or "
+            "pass include_diverged=True, --include-diverged, to play it anyway)")
+
+
+def _runs_text(runs: list[int]) -> str:
+    """0, 2, 5 (at most 8 named)."""
+    shown = ", ".join(map(str, runs[:8]))
+    return shown + (f", ... ({len(runs)} in all)" if len(runs) > 8 else "")
+
+
 def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
-                env_params: Any = None) -> Policy:
+                env_params: Any = None, include_diverged: bool = False) -> Policy:
     """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
-    file). A missing or corrupt checkpoint raises `CheckpointError`. A run trained on an
-    environment instance needs it again as `env` (and `env_params`)."""
+    file). A missing or corrupt checkpoint raises `CheckpointError`; an agent that diverged
+    (a sweep keeps training past one and checkpoints it) raises `DivergedAgent` unless
+    `include_diverged`. A run trained on an environment instance needs it again as `env` (and
+    `env_params`)."""
     if not _is_int(seed):
         raise UsageError(f"seed {seed!r}: load_policy's seed is a run's index in the checkpoint "
                          "(an int: 0 for the first run, a sweep row's `runs` entries)")
     seed = int(seed)
     ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
     _check_seed(seed, ckpt.num_runs, run_dir)
+    if not include_diverged:
+        bad = diverged_agents(ckpt, run_dir)
+        if seed in bad:
+            raise DivergedAgent(_diverged_refusal(run_dir, seed, bad[seed], ckpt.num_runs, bad))
     ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
     return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params,
                   updates_per_run(ckpt)[seed])
+
+
+def _zero_runs(x, runs: np.ndarray):
+    """A [R, ...] leaf with the float entries of `runs` set to zero."""
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        return x
+    return np.where(runs.reshape((-1,) + (1,) * (x.ndim - 1)), np.zeros((), x.dtype), x)
 
 
 def updates_per_run(ckpt) -> list[int]:
@@ -234,6 +290,18 @@ class EvalResult(NamedTuple):
     cut_off: np.ndarray | None = None  # [R, E] bool: still running at `max_steps`
     max_steps: int | None = None  # the step cap the episodes were played to
     updates_per_run: list[int] | None = None  # [R] each run's own (a halving agent stopped early)
+    # {run: how it diverged}: no policy; unless played anyway (`include_diverged`), its
+    # returns are NaN, it has no mean and eval.json holds nulls for it
+    diverged: dict[int, str] | None = None
+    diverged_included: bool = False
+
+    @property
+    def scored(self) -> np.ndarray:
+        """[R] bool: the runs that have returns (all but the diverged ones not played)."""
+        ok = np.ones(self.returns.shape[0], bool)
+        if self.diverged and not self.diverged_included:
+            ok[list(self.diverged)] = False
+        return ok
 
     @property
     def completed(self) -> np.ndarray:
@@ -244,17 +312,24 @@ class EvalResult(NamedTuple):
     def mean_per_run(self) -> list[float | None]:
         """Each run's mean return over its completed episodes; None if none completed."""
         done = self.completed
-        return [float(r[d].mean()) if d.any() else None
-                for r, d in zip(self.returns, done, strict=True)]
+        return [float(r[d].mean()) if d.any() and ok else None
+                for r, d, ok in zip(self.returns, done, self.scored, strict=True)]
 
     def to_dict(self) -> dict:
         """The JSON record `evaluate(..., out=path)` writes (what aggregate plots read)."""
         cut = ~self.completed
+        ok = self.scored
         return {
             "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
             "updates_per_run": self.updates_per_run,
             "deterministic": self.deterministic, "episodes": int(self.returns.shape[1]),
-            "returns": self.returns.tolist(), "lengths": self.lengths.tolist(),
+            # a diverged agent not played: nulls (it has no return)
+            "returns": [r.tolist() if k else [None] * len(r) for r, k in zip(
+                self.returns, ok, strict=True)],
+            "lengths": [r.tolist() if k else [None] * len(r) for r, k in zip(
+                self.lengths, ok, strict=True)],
+            "diverged_runs": sorted(self.diverged or {}),
+            "diverged_included": bool(self.diverged_included and self.diverged),
             "mean_per_run": self.mean_per_run(),  # over completed episodes; null if none
             "max_steps": self.max_steps,
             "cut_off": cut.tolist(),  # true: still running at max_steps (return: sum so far)
@@ -264,11 +339,13 @@ class EvalResult(NamedTuple):
 
 def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
              deterministic: bool = True, out: str | os.PathLike | None = None,
-             env: Any = None, env_params: Any = None) -> EvalResult:
+             env: Any = None, env_params: Any = None,
+             include_diverged: bool = False) -> EvalResult:
     """Play `episodes` episodes with every run of the checkpoint in `run_dir`, in one vmapped,
     jitted program; the episodes are fixed by `seed` and the same for every run. With `out`,
     also write `EvalResult.to_dict()` there as JSON. Episodes still running at the step cap are
-    marked `cut_off` and left out of `mean_per_run()`."""
+    marked `cut_off` and left out of `mean_per_run()`. A diverged agent (`diverged`) is no
+    policy: it is not played (its returns are NaN, its mean None) unless `include_diverged`."""
     if episodes < 1:
         raise UsageError(f"episodes must be at least 1, got {episodes}")
     if not _is_int(seed) or not 0 <= int(seed) < 2**32:
@@ -278,11 +355,21 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     check_eval_memory(ckpt.config, ckpt.num_runs, episodes, env=venv)
     if out is not None:
         check_writable(out, "evaluation JSON")
-    returns, lengths, finished = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
-                                               jax.random.key(seed), episodes, deterministic,
-                                               env=env, env_params=env_params)
+    bad = diverged_agents(ckpt, run_dir)
+    states = ckpt.runner_state.train_state
+    skip = np.zeros(ckpt.num_runs, bool)
+    if bad and not include_diverged:  # played with zeros (a uniform policy), then dropped:
+        skip[list(bad)] = True  # NaN actions could make the env itself fail
+        states = jax.tree.map(lambda x: _zero_runs(x, skip), states)
+    returns, lengths, finished = evaluate_runs(ckpt.config, states, jax.random.key(seed),
+                                               episodes, deterministic, env=env,
+                                               env_params=env_params)
+    returns = np.where(skip[:, None], np.nan, returns)
+    lengths = np.where(skip[:, None], 0, lengths)
+    finished = np.where(skip[:, None], True, finished)
     result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
-                        ~finished, max_episode_steps(venv), updates_per_run(ckpt))
+                        ~finished, max_episode_steps(venv), updates_per_run(ckpt), bad,
+                        include_diverged)
     if out is not None:
         with open(out, "w") as f:
             json.dump(result.to_dict(), f, indent=1)

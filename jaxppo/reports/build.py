@@ -60,7 +60,8 @@ class Report(NamedTuple):
                 f"{gap_head} [95% CI]")
         lines = [head]
         for r in rows:
-            seeds = f"{r['seeds']}" + (f" ({r['missing']} missing)" if r["missing"] else "")
+            apart = [f"{r[k]} {k}" for k in ("diverged", "missing") if r.get(k)]
+            seeds = f"{r['seeds']}" + (f" ({', '.join(apart)})" if apart else "")
             s = r["stats"]
             lines.append((r["label"], seeds, r["source"], _num(s, "mean"), _num(s, "median"),
                           _num(s, "iqm", True), _num(s, "optimality_gap", True)))
@@ -86,6 +87,12 @@ def _num(stats: dict, name: str, with_ci: bool = False) -> str:
     if with_ci:
         text += f" [{_fmt(s['ci'][0])}, {_fmt(s['ci'][1])}]" if s["ci"] else " [no CI: 1 seed]"
     return text
+
+
+def _runs(runs: list[int]) -> str:
+    """0, 2, 5 (at most 8 named, so a line stays a line)."""
+    return ", ".join(map(str, runs[:8])) + (f", ... ({len(runs)} in all)" if len(runs) > 8
+                                            else "")
 
 
 def _fmt(x: float) -> str:
@@ -158,16 +165,21 @@ def compute(groups: list[Group], *, reps: int, seed: int, normalize, gap_thresho
         offset, width = score_scale(g.env_id, normalize)
         scores = (g.scores - offset) / width
         ok = np.isfinite(scores)
-        missing = [g.runs[i] for i in np.flatnonzero(~ok)]
+        diverged = [r for r in g.runs if r in g.diverged]
+        missing = [g.runs[i] for i in np.flatnonzero(~ok) if g.runs[i] not in g.diverged]
         gamma = gap_threshold_for({g.env_id}, normalize, gap_threshold)
         row = {"label": g.label, "run_dir": g.run_dir, "env_id": g.env_id, "setting": g.setting,
                "runs": g.runs, "source": g.source, "scores": scores.tolist(),
                "raw_scores": g.scores.tolist(), "seeds": int(ok.sum()),
-               "missing": len(missing), "missing_runs": missing, "gap_threshold": gamma,
+               "missing": len(missing), "missing_runs": missing,
+               "diverged": len(diverged), "diverged_runs": diverged, "gap_threshold": gamma,
                "stats": {}}
         if missing:
             notes.append(f"{g.label}: {len(missing)} seed(s) with no finished episode (runs "
-                         f"{', '.join(map(str, missing))}) are missing from its statistics")
+                         f"{_runs(missing)}) are missing from its statistics")
+        if diverged:
+            notes.append(f"{g.label}: {len(diverged)} seed(s) diverged (runs {_runs(diverged)}): "
+                         "no policy, so no score; left out of its statistics")
         if ok.any():
             row["stats"] = interval_estimates([scores[ok]], gamma, reps, rng)
             finite.append(scores[ok])
@@ -186,7 +198,8 @@ def compute(groups: list[Group], *, reps: int, seed: int, normalize, gap_thresho
     if len(groups) > 1 and finite:
         agg = {"label": "all runs", "source": "+".join(sorted({g.source for g in groups})),
                "seeds": int(sum(len(f) for f in finite)),
-               "missing": int(sum(r["missing"] for r in rows)), "gap_threshold": agg_gamma,
+               "missing": int(sum(r["missing"] for r in rows)),
+               "diverged": int(sum(r["diverged"] for r in rows)), "gap_threshold": agg_gamma,
                "stats": interval_estimates(finite, agg_gamma, reps, rng)}
         if agg_gamma is None and not no_gap:
             notes.append("no optimality gap across runs: their envs' thresholds differ on raw "

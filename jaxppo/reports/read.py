@@ -39,6 +39,7 @@ class Group(NamedTuple):
     source: str  # "eval.json", "summary.json" or "metrics.csv"
     curve_steps: np.ndarray | None  # [U] env steps per update, None without metrics.csv
     curve: np.ndarray | None  # [S, U] latest return per seed, NaN before its first episode
+    diverged: tuple = ()  # entries of `runs` that diverged: no policy, so no score (NaN)
 
 
 def _load_json(path: str) -> Any:
@@ -87,8 +88,20 @@ def eval_scores(path: str) -> tuple[np.ndarray, dict]:
     cut_total = None
     if isinstance(data.get("cut_off_per_run"), list):
         cut_total = int(sum(c for c in data["cut_off_per_run"] if isinstance(c, (int, float))))
+    diverged = data.get("diverged_runs")  # absent in an eval.json from before it was written
+    if diverged is not None:
+        diverged = _run_list(diverged, len(scores), f"{what} diverged_runs")
     return scores, {"episodes": data.get("episodes"), "update": data.get("update"),
-                    "env_id": data.get("env_id"), "cut_off": cut_total}
+                    "env_id": data.get("env_id"), "cut_off": cut_total, "diverged": diverged}
+
+
+def _run_list(values, num_runs: int, what: str) -> list[int]:
+    """A JSON list of run indices below `num_runs`, or one line naming the file."""
+    if not isinstance(values, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < num_runs for v in values):
+        raise UsageError(f"{what} is not a list of this run's agents (0..{num_runs - 1}); it "
+                         "was not written by this jaxppo: re-run the command that writes it")
+    return sorted(set(values))
 
 
 def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]]:
@@ -113,9 +126,10 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     if source == "eval" and not os.path.exists(eval_path):
         raise UsageError(f"'{run_dir}' has no eval.json; run jaxppo eval {run_dir} first, or "
                          "drop --source eval to use the final training returns")
+    diverged = None  # the runs that diverged, as the file the scores come from says
     if source != "final" and os.path.exists(eval_path):
         scores, info = eval_scores(eval_path)
-        used = "eval.json"
+        used, diverged = "eval.json", info["diverged"]
         if info["env_id"] not in (None, env_id):
             raise UsageError(f"'{eval_path}' evaluated {info['env_id']}, but the run trained on "
                              f"{env_id}; re-run jaxppo eval {run_dir}")
@@ -133,11 +147,13 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     elif curve is not None:
         scores = curve[:, -1]
         used = "metrics.csv"
+        # a run whose latest update is NaN/Inf diverged (a PBT member renewed since is not)
+        diverged = [int(r) for r in np.flatnonzero(metrics["nonfinite"][:, -1] > 0)] \
+            if "nonfinite" in metrics else []
         notes.append(f"{run_dir}: no summary.json (the run was killed before writing it): "
                      "scores are each seed's latest return in metrics.csv")
     else:
-        raise UsageError(f"'{run_dir}' holds no eval.json, summary.json or metrics.csv; is it "
-                         "a jaxppo run directory?")
+        raise UsageError(no_scores(run_dir))
     counts = {"metrics.csv": None if curve is None else curve.shape[0],
               "summary.json": summary.get("num_runs") if summary else None}
     for name, n in counts.items():
@@ -146,17 +162,18 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                 "move the file that does not belong to this run away"
             raise UsageError(f"'{run_dir}': {used} holds {len(scores)} seed(s) but {name} "
                              f"{n}; {fix}")
-    diverged = summary.get("diverged_runs") if summary else None
-    if diverged:
-        notes.append(f"{run_dir}: run(s) {', '.join(map(str, diverged))} diverged (summary.json's "
-                     "diverged_runs); their scores are included as logged")
+    if diverged is None:  # summary.json's, or an eval.json from before it recorded them
+        diverged = _run_list(summary.get("diverged_runs") or [], len(scores),
+                             f"'{summary_path}' diverged_runs") if summary else []
+    scores = np.array(scores, float)
+    scores[diverged] = np.nan  # no policy, no score: named by the report, never averaged
     settings = summary.get("settings") if summary else None
     if settings is None and os.path.exists(os.path.join(run_dir, "sweep.csv")):
         raise UsageError(f"'{run_dir}' is a sweep without its summary.json, which names each "
                          f"agent's setting; rebuild it with: jaxppo sweep --resume {run_dir}")
     if settings is None:
         return [Group(os.path.normpath(run_dir), run_dir, env_id, None, list(range(len(scores))),
-                      scores, used, steps, curve)], notes
+                      scores, used, steps, curve, tuple(diverged))], notes
     if not isinstance(settings, list) or not settings or len(scores) % len(settings):
         raise UsageError(f"'{summary_path}': its {len(scores)} seed(s) do not split into its "
                          f"settings; move it away and rebuild it with jaxppo sweep --resume "
@@ -166,8 +183,15 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     for g, s in enumerate(settings):
         runs = list(range(g * seeds, (g + 1) * seeds))
         groups.append(Group(setting_label(s), run_dir, env_id, dict(s), runs, scores[runs], used,
-                            steps, None if curve is None else curve[runs]))
+                            steps, None if curve is None else curve[runs],
+                            tuple(r for r in runs if r in diverged)))
     return groups, notes
+
+
+def no_scores(run_dir: str) -> str:
+    """The line for a directory with nothing to score."""
+    return (f"'{run_dir}' holds no eval.json, summary.json or metrics.csv; is it a jaxppo run "
+            "directory?")
 
 
 def _read_metrics(run_dir: str) -> dict[str, np.ndarray]:
