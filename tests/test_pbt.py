@@ -280,19 +280,75 @@ def test_chunks_end_on_every_pbt_update():
     assert [u for u in range(9) if pbt.due(u)] == [2, 4, 6]
 
 
-@pytest.mark.parametrize("damage", [b"\xff\xfe garbage\n", b"x,1,2\n"], ids=["bytes", "row"])
-def test_a_damaged_pbt_log_on_resume_is_one_line_and_left_as_it_is(tmp_path, damage):
-    settings = [{"lr": 1e-3, "ent_coef": 0.01, "clip_eps": 0.2}] * 2
-    pbt = PBTController(_config(), parse_space(SPACE_ARGS), settings, interval=2)
-    pbt.start(str(tmp_path), 0, None)  # a fresh run's files
-    saved = pbt.state()
-    with open(tmp_path / "pbt.csv", "ab") as f:
-        f.write(damage)
-    before = (tmp_path / "pbt.csv").read_bytes()
-    with pytest.raises(UsageError, match="pbt.csv' is damaged.*move it aside"):
-        PBTController(_config(), parse_space(SPACE_ARGS), settings, interval=2).start(
-            str(tmp_path), 4, saved)
-    assert (tmp_path / "pbt.csv").read_bytes() == before  # nothing rewritten
+@pytest.fixture(scope="module")
+def stopped_pbt(tmp_path_factory):
+    """A PBT sweep (exploits at updates 2 and 4) stopped at update 5 with its checkpoint."""
+    tmp = tmp_path_factory.mktemp("pbt_logs")
+    result = sweep(_config(), space=SPACE, search="pbt", population=4, interval=2, seed=3,
+                   logdir=str(tmp), run_name="s", progress=False, tensorboard=False,
+                   checkpoint_every=1, callbacks=[lambda e: e.update < 5]).result
+    assert result.update == 5 and result.summary["pbt"]["exploits"] >= 2
+    return tmp / "s"
+
+
+def _copy(run, tmp_path):
+    import shutil
+
+    shutil.copytree(run, tmp_path / "r")
+    return tmp_path / "r"
+
+
+def test_a_pbt_log_cut_mid_row_is_refused_then_repaired_with_the_gap_recorded(
+        stopped_pbt, tmp_path, capsys):
+    """Reproduction: pbt.csv cut mid-row was resumed with exit 0, its rows up to the
+    checkpoint silently gone, and the summary then counted more exploits than the file held."""
+    run = _copy(stopped_pbt, tmp_path)
+    data = (run / "pbt.csv").read_bytes()
+    (run / "pbt.csv").write_bytes(data[:-8])  # the last exploit's row, cut mid-row
+    before = {n: (run / n).read_bytes() for n in ("pbt.csv", "hparams.csv", "metrics.csv")}
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert "pbt.csv' is damaged: it lacks 1 of the checkpoint's" in err[0], err
+    assert "--repair-log" in err[0] and "(checkpoint at update 5)" in err[0], err
+    assert {n: (run / n).read_bytes() for n in before} == before  # nothing written
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress",
+                                 "--repair-log"])
+    assert code == 0, err
+    assert any("pbt.csv' was repaired" in e and "pbt.csv.damaged" in e for e in err), err
+    assert (run / "pbt.csv.damaged").read_bytes() == data[:-8]
+    summary = json.load(open(run / "summary.json"))
+    lost = summary["pbt"]["log_missing"]["pbt.csv"]
+    assert sum(lost.values()) == 1
+    rows = _rows(run / "pbt.csv")
+    assert len(rows) == summary["pbt"]["exploits"] - 1  # the count and the file agree, told
+    assert (run / "pbt.csv").read_bytes().startswith(data[:data.rindex(b"\r\n", 0, -8) + 2])
+
+
+def test_a_pbt_log_moved_aside_is_noted_and_recorded(stopped_pbt, tmp_path, capsys):
+    """Reproduction: moving a damaged log aside, as advised, lost its rows without a word."""
+    run = _copy(stopped_pbt, tmp_path)
+    os.rename(run / "hparams.csv", run / "hparams.csv.old")
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
+    assert code == 0, err
+    assert any("hparams.csv' is missing" in e and "pbt.log_missing" in e for e in err), err
+    summary = json.load(open(run / "summary.json"))
+    assert summary["pbt"]["log_missing"]["hparams.csv"] == [
+        [u, m] for u in (0, 2, 4) for m in range(4)]
+    assert [int(r["update"]) for r in _rows(run / "hparams.csv")] == [6] * 4
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe garbage\r\n", b"x,1,2\r\n"], ids=["bytes", "row"])
+def test_lines_that_are_not_rows_are_dropped_with_a_copy_and_a_note(stopped_pbt, tmp_path,
+                                                                    capsys, damage):
+    run = _copy(stopped_pbt, tmp_path)
+    data = (run / "pbt.csv").read_bytes()
+    cut = data.index(b"\r\n") + 2  # after the header
+    (run / "pbt.csv").write_bytes(data[:cut] + damage + data[cut:])
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
+    assert code == 0, err
+    assert any("dropped 1 line(s) that are not rows" in e for e in err), err
+    assert (run / "pbt.csv.damaged").exists() and "log_missing" not in json.load(
+        open(run / "summary.json"))["pbt"]
 
 
 def test_a_rescued_member_is_not_diverged_but_one_that_goes_non_finite_again_is(tmp_path,
