@@ -114,6 +114,7 @@ def test_exploit_copies_the_parents_train_state_and_keeps_the_childs_env_and_key
     runner = _hand_made_runner(4)
     ret = np.array([[10.0, 12.0], [np.nan, np.nan], [50.0, 60.0], [30.0, np.nan]])
     pbt.observe(SimpleNamespace(metrics={"episodic_return": ret,
+                                         "episodes": np.isfinite(ret).astype(float),
                                          "nonfinite": np.array([[0, 0], [0, 1], [0, 0], [0, 0]])}))
     hparams = pbt.start(None, 0, None)
     new, new_hp = pbt.replace(runner, hparams, 2)
@@ -231,6 +232,18 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
         assert float(r["parent_return"]) >= float(r["member_return"] or "-inf")
     table = list(csv.DictReader(open(run / "sweep.csv", encoding="utf-8")))
     assert sorted(int(r["runs"]) for r in table) == [0, 1, 2, 3]  # one row per member
+    # PBT ranks by what metrics.csv logs: the mean of a member's non-empty episodic_return
+    # cells over the interval before the exploit (issue #36: a carried-over return counted)
+    logged = _rows(run / "metrics.csv")
+    for r in pbt_rows:
+        for who, col in ((r["member"], "member_return"), (r["parent"], "parent_return")):
+            cells = [float(x["episodic_return"]) for x in logged if x["run"] == who and
+                     int(r["update"]) - 2 < int(x["update"]) <= int(r["update"]) and
+                     x["episodic_return"] != ""]
+            if not cells:
+                assert r[col] == "", (r, col)
+            else:
+                np.testing.assert_allclose(float(r[col]), np.mean(cells), rtol=1e-5)
 
     # the best member is evaluable
     best = int(table[0]["runs"])
@@ -268,6 +281,19 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
     for a, b in zip(jax.tree.leaves(to_host(load_checkpoint(tmp_path / "api").runner_state)),
                     jax.tree.leaves(to_host(ckpt.runner_state)), strict=True):
         np.testing.assert_array_equal(a, b)  # params, optimizer, normaliser, envs, keys
+
+
+@pytest.mark.unit
+def test_the_window_counts_only_updates_in_which_an_episode_ended():
+    """The metric carries the last return through updates with no finished episode; those
+    are empty cells in metrics.csv and no part of what PBT ranks by."""
+    pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=2)
+    ret = np.array([[10.0, 10.0, 30.0], [np.inf, 5.0, 5.0]])
+    pbt.observe(SimpleNamespace(metrics={"episodic_return": ret,
+                                         "episodes": np.array([[1, 0, 1], [0, 1, 0]]),
+                                         "nonfinite": np.zeros((2, 3))}))
+    np.testing.assert_array_equal(recent_return(pbt.ret_sum, pbt.ret_count, pbt.bad),
+                                  [20.0, 5.0])  # the inf carried where nothing ended: no return
 
 
 @pytest.mark.unit

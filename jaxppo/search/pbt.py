@@ -483,13 +483,17 @@ class PBTController(Controller):
         return 0 < update < self.config.num_updates and update % self.interval == 0
 
     def observe(self, chunk) -> None:
-        """Add a chunk's per-update returns `[R, C]` to the window (NaN-aware)."""
+        """Add a chunk's per-update returns `[R, C]` to the window: only the updates in which
+        an episode ended (metrics.csv's non-empty `episodic_return` cells; the metric carries
+        the last return through the others, which after an exploit is the member's old
+        learner's), so the window's mean is the mean of what metrics.csv logs over it."""
         ret = np.asarray(chunk.metrics["episodic_return"], float)
-        ok = np.isfinite(ret)
+        ended = np.asarray(chunk.metrics["episodes"]) > 0
+        ok = ended & np.isfinite(ret)
         self.ret_sum += np.where(ok, ret, 0.0).sum(axis=1)
         self.ret_count += ok.sum(axis=1)
         self.bad |= (np.asarray(chunk.metrics["nonfinite"]) > 0).any(axis=1) | \
-            np.isinf(ret).any(axis=1)
+            (ended & np.isinf(ret)).any(axis=1)
 
     def renewed_since(self) -> np.ndarray:
         """[R] the update after which each member's learner is a healthy parent's copy (its
