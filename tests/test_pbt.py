@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import assert_sweep_refused, run_cli
 
-from jaxppo import ConfigError, UsageError, load_checkpoint, load_config, load_policy
+from jaxppo import ConfigError, load_checkpoint, load_config, load_policy
 from jaxppo.cli import main
 from jaxppo.config import parse_overrides
 from jaxppo.core.rollout import EnvCarry

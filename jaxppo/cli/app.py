@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UsageError, CheckpointError, EnvError) as e:
         print(f"jaxppo {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except MemoryError:  # the host ran out (a limit below what the estimate assumed free)
+        print(f"jaxppo {args.command}: error: the host ran out of memory (MemoryError); "
+              "give it fewer settings, seeds or episodes at once, or more memory",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # before a run started (a run's own interrupt: common.run_experiment)
         print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
         return 130

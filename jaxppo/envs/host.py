@@ -22,10 +22,12 @@ and calls itself again (nested vmaps fold one level at a time). Agent a owns env
 Reset seeds come from each agent's key (env i of an agent from its seed + i), so a run is
 determined by its seed, and agents sharing a pool get what each would get alone.
 
-A source that raises (anything: `SystemExit`, and a Ctrl-C handled while it ran, included), or
-hands back an array of the wrong shape or dtype, is not allowed to raise inside XLA (a long runtime error, with the host's state unknown): the callback records
-the fault (`HostVecEnv.fault`), returns zeros, and steps nothing more; the host side (the
-`Experiment`, `evaluate`) turns it into one line naming the env and the step.
+A source that raises (anything: `SystemExit`, and a Ctrl-C handled while it ran, included),
+or hands back an array of the wrong shape or dtype, is not allowed to raise inside XLA (a long
+runtime error, with the host's state unknown): the callback records the fault
+(`HostVecEnv.fault`), returns zeros, and steps nothing more; the host side (the `Experiment`,
+`evaluate`) turns it into one line naming the env and the step (a Ctrl-C: the stop it asked
+for).
 
 Axis legend: N = num_envs, M = the pool's envs (N x the vmapped agents), T = num_steps.
 """

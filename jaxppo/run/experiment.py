@@ -15,7 +15,6 @@ a `Controller` (`run/controller.py`); this module knows no strategy.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -32,7 +31,7 @@ from jaxppo.config import Hparams, PPOConfig, check_settings
 from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of
-from jaxppo.errors import ConfigError, EnvError, UsageError
+from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import setting_label
 from jaxppo.run.callbacks import Checkpointer, Progress
 from jaxppo.run.checkpoint import load_checkpoint
@@ -46,6 +45,7 @@ from jaxppo.run.files import RunLock, check_run_name, free_name
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.run.logs.tensorboard import TensorBoardLogger
 from jaxppo.run.loop import RunLoop, end_all
+from jaxppo.run.memory import check_run_count
 from jaxppo.run.placement import make_placement
 from jaxppo.run.rebuild import rebuild
 from jaxppo.run.resume import ResumePoint, check_resume
@@ -124,12 +124,17 @@ class Experiment:
             raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
         if int(seeds) < 1:
             raise ConfigError(f"seeds: got {seeds}; use a positive integer")
+        if hparams is None:
+            check_run_count(int(seeds), f"seeds={int(seeds)}",
+                            fix="run fewer seeds, in several runs")
         if not 0 <= int(seed) < 2**32:
             raise UsageError(f"--seed {seed}: use an integer in 0..{2**32 - 1}")
         self.config, self.seeds, self.seed = config, int(seeds), int(seed)
         self.env, self.env_params = env, env_params
         self.settings = None if hparams is None else [dict(s) for s in hparams]
         if self.settings is not None:
+            check_run_count(len(self.settings) * self.seeds,
+                            f"{len(self.settings):,} settings x {self.seeds} seeds")
             check_settings(config, self.settings)
             # Plain floats: they go into checkpoints and summary.json (numpy scalars would not).
             self.settings = [{k: float(v) for k, v in s.items()} for s in self.settings]
@@ -212,8 +217,10 @@ class Experiment:
         """The sweep's settings as one `Hparams` with leaves [R] (None: the config's)."""
         if self.settings is None:
             return None
-        return Hparams.stack([dataclasses.replace(self.config, **s)
-                              for s in self.settings for _ in range(self.seeds)])
+        # as Hparams.stack of each setting's config, without building 10^5 configs
+        return Hparams(*(jnp.asarray(np.repeat(np.asarray(
+            [s.get(k, getattr(self.config, k)) for s in self.settings], np.float64),
+            self.seeds), jnp.float32) for k in Hparams._fields))
 
     def run_names(self) -> list[str]:
         if self.settings is None:

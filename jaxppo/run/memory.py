@@ -194,6 +194,21 @@ def check_memory(config: PPOConfig, num_runs: int = 1, *, env=None, device=None,
         f"(or set {SKIP_ENV_VAR}=1 to try anyway)")
 
 
+MAX_RUNS = 1_000_000
+"""Agents (seeds x settings) in one program at most: each one's setting, key, log rows and
+summary entries live on the host too, whatever the device holds."""
+
+
+def check_run_count(num_runs: int, what: str, error: type = ConfigError,
+                    fix: str = "sweep fewer settings or seeds, in several runs") -> None:
+    """Refuse more than `MAX_RUNS` agents (in one program, or one sweep of several), in one
+    line naming `what` asked for them."""
+    if num_runs > MAX_RUNS:
+        raise error(f"{what}: {num_runs:,} agents; jaxppo runs at most {MAX_RUNS:,} in one "
+                    f"run or sweep (each also lives on the host: its setting, key, log rows); "
+                    f"{fix}")
+
+
 def check_eval_memory(config: PPOConfig, num_runs: int, episodes: int, *, env=None) -> int:
     """Refuse (one line) an evaluation whose `num_runs x episodes` parallel episodes cannot fit:
     each holds an env state, an observation and a few scalars, about three times over (the
