@@ -57,9 +57,11 @@ def cmd_eval(args) -> int:
     if is_static_sweep(args.run_dir):
         first = sorted(d for d in os.listdir(args.run_dir)
                        if os.path.isdir(os.path.join(args.run_dir, d, "checkpoint")))
+        which = (f"evaluate one: jaxppo eval {os.path.join(args.run_dir, first[0])}" if first
+                 else "none has a checkpoint yet: continue the sweep first, with jaxppo sweep "
+                      f"--resume {args.run_dir}")
         raise UsageError(f"'{args.run_dir}' is a sweep over static settings: each static "
-                         "setting is a run directory of its own (sweep.csv: group); evaluate "
-                         f"one: jaxppo eval {os.path.join(args.run_dir, (first or ['GROUP'])[0])}")
+                         f"setting is a run directory of its own (sweep.csv: group); {which}")
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
         if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played

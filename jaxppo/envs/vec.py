@@ -26,6 +26,7 @@ from jaxppo.envs.resets import RESETS, ResetPool, default_reset_batch, hand_out
 from jaxppo.envs.spaces import ActionSpec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError
+from jaxppo.labels import listed
 
 
 def replace_params(params: Any, overrides: dict[str, Any], env_id: str) -> Any:
@@ -36,7 +37,7 @@ def replace_params(params: Any, overrides: dict[str, Any], env_id: str) -> Any:
     unknown = sorted(set(overrides) - set(fields))
     if unknown:
         raise ConfigError(f"config key 'env_params': {env_id!r}'s params have no field "
-                          f"{', '.join(unknown)}; its fields: {', '.join(fields) or 'none'}")
+                          f"{listed(unknown)}; its fields: {listed(fields, 40) or 'none'}")
     return dataclasses.replace(params, **overrides)
 
 

@@ -31,11 +31,21 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
         reason = f"directory '{folder}' does not exist"
     elif not os.path.isdir(folder):
         reason = f"'{folder}' is not a directory"
+    elif read_only(folder):
+        reason = "the file system is read-only"
     elif not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         reason = "permission denied"
     else:
         return
     raise UsageError(f"cannot write {what} to '{path}': {reason}; pass a writable path")
+
+
+def read_only(folder: str) -> bool:
+    """`folder` is on a file system mounted read-only (no permission could make it writable)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def write_failed(path: str | os.PathLike, what: str, error: OSError) -> UsageError:
