@@ -81,13 +81,14 @@ class VecEnv:
     `VecEnv(env_id, num_envs)` builds the env from its id; `env=` (and `env_params=`) take an
     environment instance instead, `env_id` then only names it. `obs_field` picks the field of a
     dict/NamedTuple observation, `max_episode_steps` adds a time limit, `reset` and
-    `reset_batch` pick how ended episodes get new initial states (`resets.py`)."""
+    `reset_batch` pick how ended episodes get new initial states (`resets.py`); `strict`
+    refuses a `reset_batch` the resolved reset would ignore (what a training run is built with)."""
 
     def __init__(self, env_id: str, num_envs: int, *, env: Any = None, env_params: Any = None,
                  env_kwargs: dict[str, Any] | None = None, obs_field: str | None = None,
                  max_episode_steps: int | None = None,
                  params_overrides: dict[str, Any] | None = None, reset: str = "auto",
-                 reset_batch: int | None = None):
+                 reset_batch: int | None = None, strict: bool = False):
         self.env_id = env_id
         self.num_envs = num_envs
         if isinstance(env, type):
@@ -111,6 +112,13 @@ class VecEnv:
         expensive = bool(getattr(env, "expensive_reset", False))
         self.reset_mode = (("optimistic" if expensive else "predrawn") if reset == "auto"
                            else reset)
+        if strict and reset_batch is not None and self.reset_mode != "optimistic":
+            raise ConfigError(f"config key 'reset_batch': set to {reset_batch}, but reset: "
+                              f"{reset} picks {self.reset_mode} for {env_id!r} (its resets are "
+                              "cheap), which draws no batch; remove reset_batch, or set reset: "
+                              "optimistic")
+        # the training's envs take reset_batch as written (the config holds it to num_envs);
+        # an evaluation's or a policy's fewer envs take at most one each
         self.reset_batch = min(num_envs, reset_batch or default_reset_batch(num_envs))
         limits = [x for x in (max_episode_steps, own_time_limit(env, env_id)) if x is not None]
         self.max_episode_steps: int | None = min(limits) if limits else None
@@ -151,7 +159,7 @@ class VecEnv:
                    env_kwargs=config.env_kwargs, obs_field=config.obs_field,
                    max_episode_steps=config.max_episode_steps,
                    params_overrides=config.env_params, reset=config.reset,
-                   reset_batch=config.reset_batch)
+                   reset_batch=config.reset_batch, strict=not evaluation)
 
     # ---- one env's raw API, read through the protocol --------------------------------------
     def _read(self, raw_obs, state) -> tuple[jax.Array, jax.Array | None]:

@@ -25,6 +25,7 @@ from jaxppo.core.metrics import METRIC_NAMES
 from jaxppo.core.networks import init_params, make_network
 from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import VecEnv
+from jaxppo.envs.resets import default_reset_batch
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
 
@@ -95,8 +96,9 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env=None,
     # Pre-drawn reset states/obs (not for lazy-reset envs, which reset N at a time, and under
     # `reset: optimistic` also hold a pool of K and draw K more per step), keys, noise.
     resets = N * (one_state + obs_b) if env.lazy_reset else T * N * (one_state + obs_b)
-    if env.reset_mode == "optimistic":
-        resets += 2 * env.reset_batch * (one_state + obs_b)
+    if env.reset_mode == "optimistic":  # K of the training's N envs (env may hold fewer)
+        k = min(N, config.reset_batch or default_reset_batch(N))
+        resets += 2 * k * (one_state + obs_b)
     randomness = resets + T * N * (16 + 4 * act_dim)
     trajectory = T * N * (obs_b + act_b + 32)  # obs, action, logp, value, reward, flags, GAE
     permutations = config.update_epochs * B * 12
