@@ -169,6 +169,28 @@ class RunLock:
         self.release()
 
 
+def lock_holder(run_dir: str) -> str | None:
+    """Who holds `run_dir`'s lock now ("process 4242"), or None: a run still writing it. Only
+    tested (a shared lock taken and given back at once), never waited for."""
+    path = os.path.join(run_dir, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            holder = os.read(fd, 64).decode("ascii", "replace").strip()
+            return f"process {holder}" if holder.isdigit() else "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 class PipeSafe(io.TextIOBase):
     """stdout that a closed reader (`jaxppo train ... | head -1`) cannot kill: after a broken
     pipe, output goes to /dev/null and the run goes on to its checkpoint and summary."""
