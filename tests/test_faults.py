@@ -873,3 +873,16 @@ def test_a_stalled_writer_is_an_error_not_a_wait_without_end():
     with pytest.raises(OSError):
         w.on_end(None)
     release.set()
+
+    class Slow(BackgroundWriter):  # idle for longer than stall_s, then a chunk: no stall
+        stall_s = 0.3
+
+        def _write(self, event):
+            time.sleep(0.1)
+
+    w = Slow()
+    w._start_writer()
+    time.sleep(0.5)
+    w.on_chunk("chunk")
+    w.flush()
+    w.on_end(None)

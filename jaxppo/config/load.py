@@ -91,9 +91,9 @@ def expanded_size(value: Any) -> int:
 def _check_size(value: Any, where: str) -> None:
     n = expanded_size(value)
     if n > MAX_VALUES:
-        raise ConfigError(f"{where}: its YAML aliases expand to more than {MAX_VALUES:,} values "
-                          "(an alias bomb?); a config is a mapping of a few dozen values: write "
-                          "them out, without aliases that repeat aliases")
+        raise ConfigError(f"{where}: holds more than {MAX_VALUES:,} values once its YAML "
+                          "aliases are expanded (an alias bomb?); a config is a mapping of a few "
+                          "dozen values: write them out, without aliases that repeat aliases")
 
 
 def parse_value(text: str) -> Any:

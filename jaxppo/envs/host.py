@@ -145,12 +145,16 @@ class HostVecEnv:
         self._box: list[HostSource | None] = [None]
         weakref.finalize(self, _close, self._box)
         try:
-            pool = self._build(self.num_envs)
-        except ConfigError:
-            if not drawing:
-                raise
-            self._kwargs = kwargs  # an env that takes no render mode: observation frames
-            pool = self._build(self.num_envs)
+            try:
+                pool = self._build(self.num_envs)
+            except ConfigError:
+                if not drawing:
+                    raise
+                self._kwargs = kwargs  # an env that takes no render mode: observation frames
+                pool = self._build(self.num_envs)
+        except SystemExit as e:  # an env's constructor that exits would end jaxppo silently
+            raise ConfigError(f"config key 'env_id': building environment {env_id!r} raised "
+                              f"SystemExit({e.code!r}); call it directly to see why") from None
         label = f"environment {env_id!r}"
         obs_space = pool.observation_space
         self.obs_shape: tuple[int, ...] = tuple(int(s) for s in obs_space.shape)

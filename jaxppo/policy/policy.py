@@ -210,15 +210,39 @@ def diverged_agents(ckpt, run_dir: str | os.PathLike) -> dict[int, str]:
     if controller is not None:  # a PBT member renewed by an exploit is healthy again
         controller.start(None, ckpt.update, ckpt.record.controller)
         renewed = controller.renewed_since()
+    folder = run_dir_of(os.fspath(run_dir))
+    after = None if renewed is None else tuple(int(u) for u in renewed)
     try:
-        _, live = logged_divergences(run_dir_of(os.fspath(run_dir)), ckpt.num_runs, ckpt.update,
-                                     None if renewed is None else np.asarray(renewed, int))
+        live = _logged(folder, ckpt.num_runs, ckpt.update, after)
     except (UsageError, OSError):  # an unreadable log: the parameters alone say
         live = {}
     bad = diverged_runs(ckpt.runner_state, ckpt.num_runs, live)
     return {int(r): (f"diverged at update {live[int(r)].update}" if int(r) in live
                      else "diverged (its parameters are NaN/Inf)")
             for r in np.flatnonzero(bad)}
+
+
+_LOGGED: dict = {}
+
+
+def _logged(folder: str, num_runs: int, update: int, after: tuple | None) -> dict:
+    """`logged_divergences`' live ones, read once per version of metrics.csv (a notebook
+    loading every agent of a big sweep does not parse its log again for each)."""
+    log = os.path.join(folder, "metrics.csv")
+    try:
+        st = os.stat(log)
+        key = (os.path.realpath(log), st.st_mtime_ns, st.st_size, num_runs, update, after)
+    except OSError:
+        key = None
+    if key is not None and key in _LOGGED:
+        return _LOGGED[key]
+    _, live = logged_divergences(folder, num_runs, update,
+                                 None if after is None else np.asarray(after, int))
+    if key is not None:
+        if len(_LOGGED) >= 8:
+            _LOGGED.pop(next(iter(_LOGGED)))
+        _LOGGED[key] = live
+    return live
 
 
 def _diverged_refusal(run_dir, seed: int, how: str, num_runs: int, bad: dict) -> str:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxppo.config import PPOConfig
+from jaxppo.envs import VecEnv
 from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller
@@ -236,11 +237,16 @@ def check_size(search: str, config: PPOConfig, options: dict, seeds: int, cli: b
     if seeds > 1:
         what += f" x {'--seeds' if cli else 'seeds='} {seeds}"
     check_run_count(n * seeds, what, error)
-    if per_program is not None and host_source_of(config.env_id) is None:
-        try:
-            check_memory(config, per_program * seeds)
-        except ConfigError as e:
-            raise error(f"{what}: {e}") from None
+    if per_program is None or host_source_of(config.env_id) is not None:
+        return
+    try:
+        env = VecEnv.from_config(config, 1, evaluation=True)
+    except ConfigError:  # an env instance (env=), or one the run itself will refuse
+        return
+    try:
+        check_memory(config, per_program * seeds, env=env)
+    except ConfigError as e:
+        raise error(f"{what}: {e}") from None
 
 
 def controller_for(config: PPOConfig, record: RunRecord, num_runs: int) -> Controller | None:

@@ -75,19 +75,22 @@ class BackgroundWriter(Callback):
         if self._error is not None:
             raise self._error
 
+    def _put(self, item) -> None:
+        with self._done:
+            if self._pending == 0:  # an idle writer's clock starts with this item
+                self._progress = time.monotonic()
+            self._pending += 1
+        self._queue.put(item)
+
     def on_chunk(self, event: ChunkEvent) -> None:
         self._raise()
-        with self._done:
-            self._pending += 1
-        self._queue.put(event)
+        self._put(event)
 
     def on_end(self, result: RunResult) -> None:
         if getattr(self, "_thread", None) is None:  # on_start failed before the thread began
             self._close()
             return
-        with self._done:
-            self._pending += 1
-        self._queue.put(None)
+        self._put(None)
         self._wait()
         self._close()
         self._raise()
