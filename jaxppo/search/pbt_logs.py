@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from jaxppo.errors import UsageError
 from jaxppo.run.files import free_name
