@@ -29,7 +29,7 @@ class WandbLogger(Callback):
         except Exception as e:  # noqa: BLE001 - W&B's own (no API key, no network): one line
             text = (str(e).strip().splitlines() or [""])[0]
             raise UsageError(f"Weights & Biases could not start ({type(e).__name__}: {text}); "
-                             "log in with `wandb login`, or set WANDB_MODE=offline, or drop "
+                             "log in (wandb login), or set WANDB_MODE=offline, or drop "
                              "--wandb") from None
         self.names = info.run_names
 
