@@ -15,7 +15,7 @@ from jaxppo.core.gae import compute_gae  # noqa: E402
 from jaxppo.core.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 from jaxppo.envs import VecEnv, register_env  # noqa: E402
 from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
-from jaxppo.policy.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
+from jaxppo.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
 from jaxppo.reports import Report, report  # noqa: E402
 from jaxppo.run.callbacks import Checkpointer, Progress, StopAtReturn  # noqa: E402
 from jaxppo.run.checkpoint import Checkpoint, load_checkpoint  # noqa: E402

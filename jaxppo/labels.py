@@ -30,3 +30,11 @@ def value_text(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ",".join(f"{k}:{value_text(x)}" for k, x in v.items()) + "}"
     return str(v)
+
+
+def listed(items, limit: int = 8) -> str:
+    """Items as `a, b, c`, at most `limit` of them named (`a, b, ... (700,000 in all)`): what a
+    one-line message quotes stays a line, whatever it was given."""
+    items = [str(i) for i in items]
+    shown = ", ".join(items[:limit])
+    return shown + (f", ... ({len(items):,} in all)" if len(items) > limit else "")

@@ -18,7 +18,7 @@ from jaxppo import load_checkpoint
 from jaxppo.cli import main
 from jaxppo.cli.common import final_return_text
 from jaxppo.cli.eval import eval_return_text
-from jaxppo.policy.policy import EvalResult, evaluate
+from jaxppo.policy import EvalResult, evaluate
 from jaxppo.run.logs.metrics_csv import read_metrics_csv
 
 ROOT = os.path.dirname(os.path.dirname(__file__))

@@ -53,6 +53,9 @@ BAD_YAML = {
     "hidden sizes": ("hidden_sizes: [64, 0]\n", ["hidden_sizes", "positive"]),
     "null": ("gamma: null\n", ["gamma", "must not be null"]),
     "env id type": ("env_id: 5\n", ["env_id", "string"]),
+    # issue #36: an empty file trained the defaults without a word
+    "empty": ("", ["holds no settings", "env_id"]),
+    "only comments": ("# lr: 1e-3\n", ["holds no settings"]),
 }
 
 
@@ -428,3 +431,107 @@ def test_the_memory_check_uses_the_accelerators_own_free_memory(monkeypatch):
     with pytest.raises(ConfigError, match=r"GPU 0 \(NVIDIA H100 80GB HBM3\) has 1.0 GiB free"):
         memory.check_memory(config, device=gpu)
     memory.check_memory(PPOConfig(), device=gpu)  # a small config fits in the GiB left
+
+
+# -- messages that point the right way (issue #36, class 11) ----------------------------------
+
+def alias_bomb(depth: int = 8) -> str:
+    """9^depth values from a few lines of YAML aliases, inside a key the config takes."""
+    parts = ["a0: &x0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    parts += [f"a{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 9) + "]" for i in range(1, depth)]
+    return "env_id: CartPole-v1\nenv_kwargs: {" + ", ".join(parts) + "}\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_in_milliseconds(capsys, yaml_file, tmp_path):
+    """Reproduction: 9^8 values took ~60 s to load, and were then accepted."""
+    from jaxppo import load_config
+
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="alias bomb"):
+        load_config(yaml_file(alias_bomb()))
+    with pytest.raises(ConfigError, match="alias bomb"):
+        from jaxppo.config import parse_overrides
+
+        parse_overrides(["env_kwargs=" + alias_bomb().split("env_kwargs: ", 1)[1].strip()])
+    assert time.perf_counter() - t0 < 2
+    small = load_config(yaml_file(alias_bomb(3).replace("CartPole-v1", "CartPole-v1")))
+    assert small.env_id == "CartPole-v1"  # a few aliases are fine
+
+
+def test_a_line_quotes_a_capped_list_of_unknown_env_params(capsys, tmp_path):
+    """Reproduction: 700k unknown env_params keys made a 6 MB error line."""
+    path = tmp_path / "many.yaml"
+    keys = ", ".join(f"k{i}: 1" for i in range(50_000))
+    path.write_text(f"env_id: CartPole-v1\nenv_params: {{{keys}}}\n")
+    code, err = run_cli(capsys, ["train", "--config", str(path), "--logdir", str(tmp_path)])
+    assert_one_line(code, err, "env_params", "k0", "(50,000 in all)")
+    assert len(err[0]) < 3000
+    from jaxppo.cli.app import one_line
+
+    assert len(one_line("x" * 10**6)) < 2100 and "characters cut" in one_line("x" * 10**6)
+
+
+def test_a_read_only_file_system_is_named_not_permission_denied(tmp_path, monkeypatch):
+    from jaxppo.errors import UsageError
+    from jaxppo.run import files
+
+    real = os.statvfs
+
+    class ReadOnly:
+        def __init__(self, st):
+            self.st = st
+
+        def __getattr__(self, name):
+            return getattr(self.st, name)
+
+        @property
+        def f_flag(self):
+            return self.st.f_flag | os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda p: ReadOnly(real(p)))
+    monkeypatch.setattr(os, "access", lambda p, mode: False)  # as access(2) says on a RO mount
+    with pytest.raises(UsageError, match="the file system is read-only"):
+        files.check_writable(tmp_path / "x.gif", "GIF")
+
+
+def test_a_static_sweep_without_its_plan_points_at_its_groups(tmp_path, capsys):
+    """Reproduction: a static sweep whose static_sweep.json is gone was told to pass a
+    `jaxppo train` run directory."""
+    argv = ["sweep", "--config", CARTPOLE, *TINY, "--grid", "num_minibatches=2,4", "--logdir",
+            str(tmp_path), "--run-name", "s", "--no-progress", "--no-tensorboard"]
+    assert main(argv) == 0
+    sweep_dir = tmp_path / "s"
+    os.remove(sweep_dir / "static_sweep.json")
+    for verb in ("sweep", "train"):
+        code, err = run_cli(capsys, [verb, "--resume", str(sweep_dir), "--no-progress"])
+        assert_one_line(code, err, "static_sweep.json", "000_num_minibatches=2", "pass one of them")
+        assert "jaxppo train`" not in err[0]
+
+
+def test_finished_hints_name_the_real_directory(tmp_path, capsys, finished_run):
+    code, err = run_cli(capsys, ["train", "--resume", finished_run, "--no-progress"])
+    assert_one_line(code, err, f"jaxppo eval {finished_run}")
+    # a static sweep none of whose groups has a checkpoint yet: no literal placeholder
+    os.makedirs(tmp_path / "s")
+    (tmp_path / "s" / "static_sweep.json").write_text("{}")
+    code, err = run_cli(capsys, ["eval", str(tmp_path / "s")])
+    assert_one_line(code, err, f"jaxppo sweep --resume {tmp_path / 's'}")
+    assert "GROUP" not in err[0] and "RUN_DIR" not in err[0]
+
+
+def test_a_complex_observation_is_refused_in_one_line(tmp_path, capsys):
+    """Reproduction: complex observations were cast to float32 with only NumPy's warning."""
+    import jax.numpy as jnp
+
+    from jaxppo.envs import register_env
+    from jaxppo.envs.probes import Constant
+
+    class ComplexObs(Constant):
+        def get_obs(self, state, params=None, key=None):
+            return jnp.reshape(state.obs + 1j, (1,)).astype(jnp.complex64)
+
+    register_env("test/ComplexObs-v0", ComplexObs, overwrite=True)
+    code, err = run_cli(capsys, ["train", "--config", CARTPOLE, *TINY, "--set",
+                                 "env_id=test/ComplexObs-v0", "--logdir", str(tmp_path)])
+    assert_one_line(code, err, "test/ComplexObs-v0", "complex", "real and imaginary")
+    assert not os.listdir(tmp_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 
 import gymnasium
 import jax
@@ -23,7 +24,7 @@ from jaxppo.envs.sources.protocol import HostStep
 from jaxppo.errors import ConfigError, EnvError
 from jaxppo.policy.render import render_gif
 from jaxppo.run.checkpoint import load_checkpoint
-from jaxppo.run.driver import Driver
+from jaxppo.run.driver import Driver, StopNow
 
 
 class Walk(gymnasium.Env):
@@ -50,6 +51,10 @@ class Walk(gymnasium.Env):
         if self.fail_at is not None and self.calls >= self.fail_at:
             if self.fault == "raise":
                 raise RuntimeError("the simulator lost its licence")
+            if self.fault == "exit":
+                raise SystemExit(3)
+            if self.fault == "interrupt":  # a second Ctrl-C, handled while inside the step
+                raise StopNow(signal.SIGINT)
             return np.zeros(3, np.float32), 0.0, False, False, {}  # the wrong shape
         self.pos += 1 if int(action) == 1 else -1
         self.t += 1
@@ -323,7 +328,7 @@ def test_resume_starts_fresh_episodes_in_one_line_and_the_learner_exactly(tmp_pa
 
 
 @pytest.mark.parametrize("fault, what", [("raise", "the simulator lost its licence"),
-                                         ("shape", "ValueError")])
+                                         ("shape", "ValueError"), ("exit", "SystemExit: 3")])
 def test_a_failing_host_env_is_one_line_and_the_checkpoint_before_it_stays(
         tmp_path, capsys, fault, what):
     # env 0 fails at its 45th step: update 6 (of 8 steps), env step 5
@@ -342,6 +347,24 @@ def test_a_failing_host_env_is_one_line_and_the_checkpoint_before_it_stays(
                              "env step 5 of 8 ("), err
     # one update per chunk here: the last good one is the update before
     assert what in err[0] and "the checkpoint at update 5 is kept" in err[0], err
+    assert load_checkpoint(tmp_path / "f").update == 5
+
+
+def test_a_second_ctrl_c_inside_a_host_env_step_stops_at_once_in_one_line(tmp_path, capsys):
+    """Reproduction: a StopNow (or SystemExit) raised inside the env's step escaped into XLA:
+    ~100 lines, three tracebacks, exit 1."""
+    gymnasium.register("test/Fail-interrupt-v0", entry_point=Walk, max_episode_steps=6,
+                       kwargs={"fail_at": 45, "fault": "interrupt"})
+    env_id = "gymnasium/test/Fail-interrupt-v0"
+    argv = ["train", "--config", CARTPOLE, "--set", f"env_id={env_id}",
+            "--set", "total_timesteps=256", "--set", "num_envs=4", "--set", "num_steps=8",
+            "--set", "num_minibatches=2", "--set", "update_epochs=1", "--set", "hidden_sizes=[8]",
+            "--logdir", str(tmp_path), "--run-name", "f", "--no-progress"]
+    code, err = run_cli(capsys, argv)
+    assert code == 128 + signal.SIGINT, err
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert (f"stopped at once by SIGINT while environment '{env_id}' was stepping (update 6, "
+            "env step 5 of 8); the newest checkpoint is kept") in err[0], err
     assert load_checkpoint(tmp_path / "f").update == 5
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import assert_sweep_refused, run_cli
 
-from jaxppo import ConfigError, UsageError, load_checkpoint, load_config, load_policy
+from jaxppo import ConfigError, load_checkpoint, load_config, load_policy
 from jaxppo.cli import main
 from jaxppo.config import parse_overrides
 from jaxppo.core.rollout import EnvCarry
@@ -114,6 +114,7 @@ def test_exploit_copies_the_parents_train_state_and_keeps_the_childs_env_and_key
     runner = _hand_made_runner(4)
     ret = np.array([[10.0, 12.0], [np.nan, np.nan], [50.0, 60.0], [30.0, np.nan]])
     pbt.observe(SimpleNamespace(metrics={"episodic_return": ret,
+                                         "episodes": np.isfinite(ret).astype(float),
                                          "nonfinite": np.array([[0, 0], [0, 1], [0, 0], [0, 0]])}))
     hparams = pbt.start(None, 0, None)
     new, new_hp = pbt.replace(runner, hparams, 2)
@@ -231,6 +232,18 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
         assert float(r["parent_return"]) >= float(r["member_return"] or "-inf")
     table = list(csv.DictReader(open(run / "sweep.csv", encoding="utf-8")))
     assert sorted(int(r["runs"]) for r in table) == [0, 1, 2, 3]  # one row per member
+    # PBT ranks by what metrics.csv logs: the mean of a member's non-empty episodic_return
+    # cells over the interval before the exploit (issue #36: a carried-over return counted)
+    logged = _rows(run / "metrics.csv")
+    for r in pbt_rows:
+        for who, col in ((r["member"], "member_return"), (r["parent"], "parent_return")):
+            cells = [float(x["episodic_return"]) for x in logged if x["run"] == who and
+                     int(r["update"]) - 2 < int(x["update"]) <= int(r["update"]) and
+                     x["episodic_return"] != ""]
+            if not cells:
+                assert r[col] == "", (r, col)
+            else:
+                np.testing.assert_allclose(float(r[col]), np.mean(cells), rtol=1e-5)
 
     # the best member is evaluable
     best = int(table[0]["runs"])
@@ -271,6 +284,19 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
 
 
 @pytest.mark.unit
+def test_the_window_counts_only_updates_in_which_an_episode_ended():
+    """The metric carries the last return through updates with no finished episode; those
+    are empty cells in metrics.csv and no part of what PBT ranks by."""
+    pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=2)
+    ret = np.array([[10.0, 10.0, 30.0], [np.inf, 5.0, 5.0]])
+    pbt.observe(SimpleNamespace(metrics={"episodic_return": ret,
+                                         "episodes": np.array([[1, 0, 1], [0, 1, 0]]),
+                                         "nonfinite": np.zeros((2, 3))}))
+    np.testing.assert_array_equal(recent_return(pbt.ret_sum, pbt.ret_count, pbt.bad),
+                                  [20.0, 5.0])  # the inf carried where nothing ended: no return
+
+
+@pytest.mark.unit
 def test_chunks_end_on_every_pbt_update():
     pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=20)
     assert pbt.chunk_length(61) == 20 and pbt.chunk_length(7) == 5 and pbt.chunk_length(1) == 1
@@ -280,19 +306,75 @@ def test_chunks_end_on_every_pbt_update():
     assert [u for u in range(9) if pbt.due(u)] == [2, 4, 6]
 
 
-@pytest.mark.parametrize("damage", [b"\xff\xfe garbage\n", b"x,1,2\n"], ids=["bytes", "row"])
-def test_a_damaged_pbt_log_on_resume_is_one_line_and_left_as_it_is(tmp_path, damage):
-    settings = [{"lr": 1e-3, "ent_coef": 0.01, "clip_eps": 0.2}] * 2
-    pbt = PBTController(_config(), parse_space(SPACE_ARGS), settings, interval=2)
-    pbt.start(str(tmp_path), 0, None)  # a fresh run's files
-    saved = pbt.state()
-    with open(tmp_path / "pbt.csv", "ab") as f:
-        f.write(damage)
-    before = (tmp_path / "pbt.csv").read_bytes()
-    with pytest.raises(UsageError, match="pbt.csv' is damaged.*move it aside"):
-        PBTController(_config(), parse_space(SPACE_ARGS), settings, interval=2).start(
-            str(tmp_path), 4, saved)
-    assert (tmp_path / "pbt.csv").read_bytes() == before  # nothing rewritten
+@pytest.fixture(scope="module")
+def stopped_pbt(tmp_path_factory):
+    """A PBT sweep (exploits at updates 2 and 4) stopped at update 5 with its checkpoint."""
+    tmp = tmp_path_factory.mktemp("pbt_logs")
+    result = sweep(_config(), space=SPACE, search="pbt", population=4, interval=2, seed=3,
+                   logdir=str(tmp), run_name="s", progress=False, tensorboard=False,
+                   checkpoint_every=1, callbacks=[lambda e: e.update < 5]).result
+    assert result.update == 5 and result.summary["pbt"]["exploits"] >= 2
+    return tmp / "s"
+
+
+def _copy(run, tmp_path):
+    import shutil
+
+    shutil.copytree(run, tmp_path / "r")
+    return tmp_path / "r"
+
+
+def test_a_pbt_log_cut_mid_row_is_refused_then_repaired_with_the_gap_recorded(
+        stopped_pbt, tmp_path, capsys):
+    """Reproduction: pbt.csv cut mid-row was resumed with exit 0, its rows up to the
+    checkpoint silently gone, and the summary then counted more exploits than the file held."""
+    run = _copy(stopped_pbt, tmp_path)
+    data = (run / "pbt.csv").read_bytes()
+    (run / "pbt.csv").write_bytes(data[:-8])  # the last exploit's row, cut mid-row
+    before = {n: (run / n).read_bytes() for n in ("pbt.csv", "hparams.csv", "metrics.csv")}
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert "pbt.csv' is damaged: it lacks 1 of the checkpoint's" in err[0], err
+    assert "--repair-log" in err[0] and "(checkpoint at update 5)" in err[0], err
+    assert {n: (run / n).read_bytes() for n in before} == before  # nothing written
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress",
+                                 "--repair-log"])
+    assert code == 0, err
+    assert any("pbt.csv' was repaired" in e and "pbt.csv.damaged" in e for e in err), err
+    assert (run / "pbt.csv.damaged").read_bytes() == data[:-8]
+    summary = json.load(open(run / "summary.json"))
+    lost = summary["pbt"]["log_missing"]["pbt.csv"]
+    assert sum(lost.values()) == 1
+    rows = _rows(run / "pbt.csv")
+    assert len(rows) == summary["pbt"]["exploits"] - 1  # the count and the file agree, told
+    assert (run / "pbt.csv").read_bytes().startswith(data[:data.rindex(b"\r\n", 0, -8) + 2])
+
+
+def test_a_pbt_log_moved_aside_is_noted_and_recorded(stopped_pbt, tmp_path, capsys):
+    """Reproduction: moving a damaged log aside, as advised, lost its rows without a word."""
+    run = _copy(stopped_pbt, tmp_path)
+    os.rename(run / "hparams.csv", run / "hparams.csv.old")
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
+    assert code == 0, err
+    assert any("hparams.csv' is missing" in e and "pbt.log_missing" in e for e in err), err
+    summary = json.load(open(run / "summary.json"))
+    assert summary["pbt"]["log_missing"]["hparams.csv"] == [
+        [u, m] for u in (0, 2, 4) for m in range(4)]
+    assert [int(r["update"]) for r in _rows(run / "hparams.csv")] == [6] * 4
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe garbage\r\n", b"x,1,2\r\n"], ids=["bytes", "row"])
+def test_lines_that_are_not_rows_are_dropped_with_a_copy_and_a_note(stopped_pbt, tmp_path,
+                                                                    capsys, damage):
+    run = _copy(stopped_pbt, tmp_path)
+    data = (run / "pbt.csv").read_bytes()
+    cut = data.index(b"\r\n") + 2  # after the header
+    (run / "pbt.csv").write_bytes(data[:cut] + damage + data[cut:])
+    code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
+    assert code == 0, err
+    assert any("dropped 1 line(s) that are not rows" in e for e in err), err
+    assert (run / "pbt.csv.damaged").exists() and "log_missing" not in json.load(
+        open(run / "summary.json"))["pbt"]
 
 
 def test_a_rescued_member_is_not_diverged_but_one_that_goes_non_finite_again_is(tmp_path,

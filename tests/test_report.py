@@ -290,3 +290,81 @@ def test_report_cli_end_to_end(tmp_path, capsys):
     assert json.loads((tmp_path / "again" / "report.json").read_text()) == data
     one_line_exit_2(["report", a, a], capsys, "given twice")
     one_line_exit_2(["report", str(tmp_path / "nope")], capsys, "is not a directory")
+
+
+# -- wording and scope (issue #36, class 10) ---------------------------------------------------
+
+def test_a_static_sweep_directory_is_read_through_its_groups(tmp_path, capsys):
+    """Reproduction: a static sweep's directory was refused with 'holds no eval.json,
+    summary.json or metrics.csv' (it holds a summary.json, and its groups hold runs)."""
+    sweep = tmp_path / "s"
+    make_run(sweep / "000_num_minibatches=2", final=(100.0, 200.0, 300.0, 400.0),
+             settings=[{"lr": 1e-3}, {"lr": 3e-4}])
+    make_run(sweep / "001_num_minibatches=4", final=(50.0, 60.0, 70.0, 80.0),
+             settings=[{"lr": 1e-3}, {"lr": 3e-4}])
+    (sweep / "static_sweep.json").write_text("{}")
+    (sweep / "summary.json").write_text(json.dumps({"status": "finished", "static_settings": 2}))
+    rep = report(str(sweep), tmp_path / "out", reps=50)
+    labels = [g["label"] for g in rep.data["groups"]]
+    assert labels == ["num_minibatches=2,lr=0.001", "num_minibatches=2,lr=0.0003",
+                      "num_minibatches=4,lr=0.001", "num_minibatches=4,lr=0.0003"]
+    assert rep.data["groups"][2]["raw_scores"] == [50.0, 60.0]
+    # a folder of runs none of which has anything yet names them, not "no summary.json"
+    os.makedirs(tmp_path / "empty" / "000_a")
+    (tmp_path / "empty" / "000_a" / "config.yaml").write_text("env_id: CartPole-v1\n")
+    one_line_exit_2(["report", str(tmp_path / "empty")], capsys, "holds run directories",
+                    "000_a")
+
+
+def test_rows_of_different_budgets_get_an_updates_column_and_no_pooled_row(tmp_path):
+    """Reproduction: a halving sweep's agents trained 200, 600 and 1800 updates were pooled in
+    one 'all runs' IQM, with no updates column or note."""
+    run = make_run(tmp_path / "h", final=(100.0, 200.0, 300.0, 400.0, 500.0, 600.0),
+                   settings=[{"lr": 1e-3}, {"lr": 3e-4}, {"lr": 1e-4}])
+    s = json.loads(open(os.path.join(run, "summary.json")).read())
+    s["ranked"] = [{"runs": [0, 1], "updates": 4}, {"runs": [2, 3], "updates": 8},
+                   {"runs": [4, 5], "updates": 12}]
+    open(os.path.join(run, "summary.json"), "w").write(json.dumps(s))
+    rep = report(run, tmp_path / "out", reps=50)
+    assert [g["updates"] for g in rep.data["groups"]] == [4, 8, 12]
+    assert rep.data["aggregate"] is None
+    assert any("different numbers of updates (4, 8, 12" in n for n in rep.data["notes"])
+    assert "updates" in rep.table().splitlines()[1]
+    same = make_run(tmp_path / "g", settings=[{"lr": 1e-3}, {"lr": 3e-4}])
+    assert report(same, tmp_path / "out2", reps=50).data["aggregate"] is not None
+
+
+def test_one_seed_per_row_pooled_is_not_called_one_seed(tmp_path):
+    """Reproduction: a 9-seed 'all runs' row (one seed per setting) said '[no CI: 1 seed]'."""
+    run = make_run(tmp_path / "r", final=(100.0, 200.0, 300.0),
+                   settings=[{"lr": 1e-3}, {"lr": 3e-4}, {"lr": 1e-4}])
+    table = report(run, tmp_path / "out", reps=50).table()
+    all_runs = next(line for line in table.splitlines() if line.startswith("all runs"))
+    assert "[no CI: 1 seed per run or setting]" in all_runs and "3" in all_runs
+
+
+def test_a_run_still_training_is_not_called_killed(tmp_path):
+    import fcntl
+
+    run = make_run(tmp_path / "live", summary=False)
+    fd = os.open(os.path.join(run, ".lock"), os.O_RDWR | os.O_CREAT)
+    os.write(fd, str(os.getpid()).encode())
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        notes = report(run, tmp_path / "out", reps=50).data["notes"]
+    finally:
+        os.close(fd)
+    assert any(f"still training (process {os.getpid()} holds it)" in n for n in notes), notes
+    assert not any("killed" in n for n in notes)
+    notes = report(run, tmp_path / "out2", reps=50).data["notes"]  # the lock is free now
+    assert any("killed before writing it" in n for n in notes)
+
+
+def test_the_legend_and_normalize_say_what_is_true(tmp_path, capsys):
+    run = make_run(tmp_path / "a")
+    json.dump({"env_id": "CartPole-v1", "returns": [[1.0], [2.0], [3.0], [4.0]]},
+              open(os.path.join(run, "eval.json"), "w"))
+    table = report(run, tmp_path / "out", reps=50, source="final").table()
+    assert "no eval.json" not in table  # it has one; --source final chose not to use it
+    one_line_exit_2(["report", run, "--normalize", "raw", "--normalize", "CartPole-v1=0,500"],
+                    capsys, "raw cannot be given with --normalize ENV=LOW,HIGH")

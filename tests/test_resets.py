@@ -200,6 +200,15 @@ def test_training_resumes_bit_exactly_through_a_checkpoint(costly_config, tmp_pa
     ({"reset": "lazy"}, "config key 'reset': got 'lazy'; use one of"),
     ({"reset_batch": 0}, "config key 'reset_batch': got 0"),
     ({"reset": "cond", "reset_batch": 4}, "reset: cond draws no batch"),
+    # issue #36: capped to num_envs while config.yaml kept the original
+    ({"reset": "optimistic", "num_envs": 4, "reset_batch": 99},
+     "config key 'reset_batch': 99 is more than num_envs \\(4\\).*use at most 4"),
+    # issue #36: accepted and ignored on a host env
+    ({"env_id": "gymnasium/CartPole-v1", "reset": "optimistic"},
+     "config key 'reset': set to optimistic, but 'gymnasium/CartPole-v1' lives on the host"),
+    ({"env_id": "gymnasium/CartPole-v1", "reset": "cond"}, "lives on the host"),
+    ({"env_id": "gymnasium/CartPole-v1", "reset_batch": 2},
+     "config key 'reset_batch': set to 2, but 'gymnasium/CartPole-v1' lives on the host"),
 ])
 def test_bad_reset_keys_are_one_line(values, match):
     with pytest.raises(ConfigError, match=match) as e:
@@ -236,3 +245,25 @@ def test_a_checkpoint_from_before_the_key_resumes_with_a_fresh_pool(costly_confi
     restored = make_train(ckpt.config)
     _, metrics = jax.jit(jax.vmap(lambda r: restored.run(r, None, 1)))(ckpt.runner_state)
     assert np.asarray(metrics["episodes"]).min() > 0
+
+
+def test_a_reset_batch_that_auto_would_ignore_is_refused_for_training_only():
+    """Reproduction (issue #36): `reset_batch` with `reset: auto` resolving to predrawn was
+    accepted and ignored (an explicit `reset: predrawn` is refused)."""
+    config = PPOConfig(env_id="CartPole-v1", num_envs=8, reset_batch=2)
+    with pytest.raises(ConfigError, match="reset: auto picks predrawn for 'CartPole-v1'.*"
+                                          "set reset: optimistic"):
+        make_train(config)
+    # an evaluation (or a policy) of a run saved so builds its envs as before
+    assert VecEnv.from_config(config, 1, evaluation=True).reset_mode == "predrawn"
+    # a costly env's auto is optimistic: its reset_batch is applied as written
+    costly = PPOConfig(env_id="test/CostlyReset-v0", num_envs=8, reset_batch=3)
+    assert VecEnv.from_config(costly, 8).reset_batch == 3
+
+
+def test_the_memory_estimate_counts_the_configs_reset_batch():
+    from jaxppo.run.memory import estimate_memory
+
+    small = PPOConfig(env_id="test/CostlyReset-v0", num_envs=64, reset_batch=1)
+    big = dataclasses.replace(small, reset_batch=64)
+    assert estimate_memory(big).rollout > estimate_memory(small).rollout

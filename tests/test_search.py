@@ -6,6 +6,9 @@ import csv
 import json
 import math
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -160,3 +163,92 @@ def test_trials_must_be_positive(trials):
     with pytest.raises(ConfigError, match="^trials: .*: use a positive integer"):
         check_halving(PPOConfig(), trials, 2)
     check_trials(np.int64(3), cli=False)  # a NumPy integer is an integer
+
+
+# -- huge sweeps, refused up front (issue #36, class 5) ----------------------------------------
+
+HUGE_MEMORY = ["--set", "num_envs=1024", "--set", "num_steps=128",  # ~10 MiB per agent
+               "--set", "total_timesteps=131072"]
+
+
+@pytest.mark.parametrize("argv,culprit", [
+    (["--search", "random", "--trials", "100000000", "--space", "lr=1e-4:1e-2:log"],
+     "--trials 100,000,000: 100,000,000 agents"),
+    (["--search", "pbt", "--population", "5000000", "--space", "lr=1e-4:1e-2:log"],
+     "--population 5,000,000"),
+    (["--search", "halving", "--trials", "2000000", "--space", "lr=1e-4:1e-2:log"],
+     "--trials 2,000,000"),
+    (["--grid", "lr=" + ",".join(map(str, range(1, 41))), "--grid",
+      "ent_coef=" + ",".join(map(str, range(40))), "--grid", "vf_coef=" + ",".join(
+          map(str, range(1, 41))), "--grid", "num_minibatches=1,2"], "128,000 settings"),
+    (["--search", "random", "--trials", "50000", "--space", "lr=1e-4:1e-2:log", *HUGE_MEMORY],
+     "--trials 50,000: this config needs about"),
+], ids=["trials", "population", "halving", "grid", "memory"])
+def test_a_huge_sweep_is_refused_in_seconds_before_any_setting_is_drawn(
+        capsys, tmp_path, argv, culprit, monkeypatch):
+    """Reproduction: `--trials 100000000` drew and validated one config per trial until the OOM
+    killer ended it; `--trials 100000` was silent for minutes."""
+    import jaxppo.search.strategies as strategies
+
+    def no_draw(*a, **k):
+        raise AssertionError("a setting was drawn before the size was checked")
+
+    for name in ("random_search", "pbt_search", "halving_search", "grid_settings"):
+        monkeypatch.setattr(strategies, name, no_draw)
+    if "num_minibatches=1,2" in argv:  # 128,000 x 2 seeds: over the cap of one sweep
+        argv = [*argv, "--seeds", "8"]
+    t0 = time.perf_counter()
+    assert_sweep_refused(capsys, tmp_path, ["--config", CARTPOLE, *argv], [culprit])
+    assert time.perf_counter() - t0 < 20
+
+
+def test_a_huge_random_search_under_a_memory_limit_is_one_line(tmp_path):
+    """Reproduction: under a memory limit, a MemoryError traceback after ~40 s."""
+    script = tmp_path / "limited.py"
+    script.write_text("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, "
+                      "(6 * 10**9, 6 * 10**9))\nfrom jaxppo.cli import main\n"
+                      "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, str(script), "sweep", "--config", CARTPOLE,
+                           "--search", "random", "--trials", "100000000", "--space",
+                           "lr=1e-4:1e-2:log", "--logdir", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert "--trials 100,000,000" in err[0]
+
+
+def test_a_memory_error_is_one_line(capsys, tmp_path, monkeypatch):
+    import jaxppo.search.strategies as strategies
+
+    def out_of_memory(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(strategies, "random_search", out_of_memory)
+    code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, "--search", "random", "--trials",
+                                 "4", "--space", "lr=1e-4:1e-2:log", "--logdir", str(tmp_path)])
+    assert code == 1 and len(err) == 1 and "ran out of memory" in err[0], err
+
+
+@pytest.mark.unit
+def test_many_settings_are_checked_and_stacked_in_milliseconds_not_one_config_each():
+    from jaxppo import Experiment
+    from jaxppo.config import Hparams, check_settings
+
+    config = load_config(CARTPOLE)
+    settings = draw_settings(parse_space(["lr=1e-4:1e-2:log", "ent_coef=0:0.02"]), 100_000, 0)
+    t0 = time.perf_counter()
+    check_settings(config, settings)
+    exp = Experiment(config, hparams=settings[:1000], seeds=2, logdir=None, progress=False)
+    stacked = exp.stacked_hparams()
+    assert time.perf_counter() - t0 < 5
+    import dataclasses
+
+    want = Hparams.stack([dataclasses.replace(config, **s) for s in settings[:1000]
+                          for _ in range(2)])
+    for a, b in zip(stacked, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # the same values, bit for bit
+    # a bad value among many is still named, by the config's own rule
+    with pytest.raises(ConfigError, match="lr"):
+        check_settings(config, [*settings[:10], {"lr": -1.0}, *settings[10:20]])
+    with pytest.raises(ConfigError, match="gamma"):
+        check_settings(config, [{"gamma": 0.5}, {"gamma": 1.5}])

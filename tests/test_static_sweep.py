@@ -250,3 +250,28 @@ def test_each_setting_reports_its_own_update_count(tmp_path):
     assert sorted((int(r["num_envs"]), int(r["updates"])) for r in rows) == [
         (2, 16), (2, 16), (4, 8), (4, 8)]
     assert {r["updates"] for r in table.rows} == {16, 8}
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda plan: plan["config"].update(total_timesteps=1024),
+     ["000_num_minibatches=1: total_timesteps", "not what the group trained with"]),
+    (lambda plan: plan.update(seed=7), ["its checksum fails"]),
+], ids=["config", "seed"])
+def test_an_edited_plan_is_refused_on_resume(tmp_path, capsys, edit, words):
+    """Reproduction (issue #36): static_sweep.json edited (a group's total_timesteps) was
+    resumed, and groups trained to different lengths were ranked in one table."""
+    stop = lambda e: not (e.info.config.num_minibatches == 2 and e.update >= 3)  # noqa: E731
+    sweep(config(), GRID, seed=0, logdir=str(tmp_path), run_name="api", progress=False,
+          tensorboard=False, checkpoint_every=1, callbacks=[stop])
+    run_dir = os.path.join(str(tmp_path), "api")
+    path = os.path.join(run_dir, PLAN)
+    plan = json.load(open(path))
+    assert "sha256" in plan
+    edit(plan)
+    open(path, "w").write(json.dumps(plan, indent=2))
+    before = sorted(os.listdir(run_dir))
+    code, err = run_cli(capsys, ["sweep", "--resume", run_dir, "--no-progress"])
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    for w in ["static_sweep.json' was edited since the sweep started", *words]:
+        assert w in err[0], (w, err[0])
+    assert sorted(os.listdir(run_dir)) == before  # nothing ran, nothing written

@@ -45,6 +45,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+MAX_LINE = 2000
+"""An error line's length at most: whatever a message quotes (a file's keys, a user's value),
+it stays one readable line."""
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, its middle cut past `MAX_LINE` characters (saying how much)."""
+    text = " ".join(text.splitlines())
+    if len(text) <= MAX_LINE:
+        return text
+    cut = len(text) - MAX_LINE
+    return f"{text[:MAX_LINE - 500]} [... {cut:,} characters cut ...] {text[-500:]}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: `jaxppo VERB ...`."""
     p = _Parser(prog="jaxppo", description="PPO compiled into one lax.scan.")
@@ -64,8 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, UsageError, CheckpointError, EnvError) as e:
-        print(f"jaxppo {args.command}: error: {e}", file=sys.stderr)
+        print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
+    except MemoryError:  # the host ran out (a limit below what the estimate assumed free)
+        print(f"jaxppo {args.command}: error: the host ran out of memory (MemoryError); "
+              "give it fewer settings, seeds or episodes at once, or more memory",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # before a run started (a run's own interrupt: common.run_experiment)
         print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
         return 130

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import signal
 import sys
@@ -102,6 +103,20 @@ class Header(Callback):
             print(f"resuming at update {info.start_update}/{info.config.num_updates}", flush=True)
 
 
+OS_FIXES = {
+    errno.ENOSPC: "free some disk space",
+    errno.EDQUOT: "free some space within your disk quota",
+    errno.EFBIG: "raise the file-size limit (ulimit -f)",
+    errno.EMFILE: "raise the open-file limit (ulimit -n)",
+    errno.ENFILE: "close other programs' files (the system's open-file table is full)",
+    errno.EROFS: "the file system is read-only: remount it writable (or copy the run "
+                 "directory to a writable disk)",
+    errno.EIO: "check the disk (the system's log names the fault)",
+    errno.EACCES: "make the run directory writable",
+}
+"""What to do about a failed write, by its errno: said before `continue with`."""
+
+
 def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = None):
     """Run `exp` with the CLI's own callbacks; `(result, None)`, or `(None, exit status)` after
     one line for a run stopped at once (a second signal) or a file system failure. `resume_dir`:
@@ -109,29 +124,34 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
     if is_main_process():
         extra = [WandbLogger(project=args.wandb_project)] if args.wandb else []
         exp.callbacks = [Header(what, exp.progress), *exp.callbacks, *extra]
+    fix = None
     try:
         return exp.run(), None
     except KeyboardInterrupt as e:  # a second signal (StopNow), or Ctrl-C while compiling
         signum = getattr(e, "signum", signal.SIGINT)
-        problem, code = f"stopped at once by {signal.Signals(signum).name}", 128 + signum
+        during = f" while {e.during}" if getattr(e, "during", None) else ""
+        problem, code = f"stopped at once by {signal.Signals(signum).name}{during}", 128 + signum
     except OSError as e:
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
+        fix = OS_FIXES.get(e.errno)
     run_dir = exp.last_run_dir
+    then = f"{fix}, then " if fix else ""
     sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
                   f"--resume {resume_dir}" if resume_dir else "")
     if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
         print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
-              f"continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
+              f"{then}continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
               file=sys.stderr)
     elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
         print(f"jaxppo {args.command}: error: {problem}; the logs are kept in {run_dir} (no "
-              f"checkpoint had been saved yet){sweep_rest}", file=sys.stderr)
+              f"checkpoint had been saved yet){sweep_rest}{'; ' + fix if fix else ''}",
+              file=sys.stderr)
     else:
         gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
         group = " in this group" if resume_dir else ""
         print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{group}{gone}"
-              f"{sweep_rest}", file=sys.stderr)
+              f"{sweep_rest}{'; ' + fix if fix else ''}", file=sys.stderr)
     return None, code
 
 
@@ -189,6 +209,8 @@ def add_run_args(sp) -> None:
     sp.add_argument("--logdir", default=None, help="parent of run directories (default runs)")
     sp.add_argument("--run-name", default=None, help="run directory name")
     sp.add_argument("--no-progress", action="store_true", help="no live progress output")
+    sp.add_argument("--no-tensorboard", action="store_true",
+                    help="write no TensorBoard event files (tb/); metrics.csv has every value")
     sp.add_argument("--help-config", action="store_true",
                     help="list every config key (type, default, meaning) and exit")
     add_no_cache(sp, shown=True)

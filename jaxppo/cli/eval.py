@@ -7,10 +7,11 @@ import os
 import sys
 
 import jax
+import numpy as np
 
 from jaxppo.cli.common import add_import_arg, add_no_cache, import_modules, positive_int
 from jaxppo.errors import UsageError
-from jaxppo.policy.policy import evaluate, load_policy
+from jaxppo.policy import evaluate, load_policy
 from jaxppo.policy.render import NoRenderer, render_gif, render_html
 from jaxppo.run.files import check_writable
 from jaxppo.run.rundir import run_dir_of
@@ -30,6 +31,9 @@ def add_parser(sub) -> None:
     e.add_argument("--agent", type=int, default=None, metavar="M",
                    help="only agent M of a multi-seed run or sweep (a row's runs, a PBT member); "
                         "its return, and its GIF/HTML (default: every agent, GIF of agent 0)")
+    e.add_argument("--include-diverged", action="store_true",
+                   help="also play agents that diverged (NaN/Inf parameters, or NaN/Inf before "
+                        "the checkpoint); by default they are named and get no return")
     e.add_argument("--no-json", dest="json", action="store_false",
                    help="do not write RUN_DIR/eval.json (per-seed returns)")
     add_import_arg(e)
@@ -55,9 +59,11 @@ def cmd_eval(args) -> int:
     if is_static_sweep(args.run_dir):
         first = sorted(d for d in os.listdir(args.run_dir)
                        if os.path.isdir(os.path.join(args.run_dir, d, "checkpoint")))
+        which = (f"evaluate one: jaxppo eval {os.path.join(args.run_dir, first[0])}" if first
+                 else "none has a checkpoint yet: continue the sweep first, with jaxppo sweep "
+                      f"--resume {args.run_dir}")
         raise UsageError(f"'{args.run_dir}' is a sweep over static settings: each static "
-                         "setting is a run directory of its own (sweep.csv: group); evaluate "
-                         f"one: jaxppo eval {os.path.join(args.run_dir, (first or ['GROUP'])[0])}")
+                         f"setting is a run directory of its own (sweep.csv: group); {which}")
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
         if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played
@@ -69,30 +75,57 @@ def cmd_eval(args) -> int:
             print(f"note: {e} (or --no-json); evaluating without it", file=sys.stderr)
             out = None
     res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
-                   out=out)
+                   out=out, include_diverged=args.include_diverged)
     mode = "deterministic" if args.deterministic else "stochastic"
     done = res.completed  # an episode cut off at the step cap has no return, only a sum
-    agent = 0 if args.agent is None else args.agent
+    bad = res.diverged or {}
+    scored = res.scored  # [R]: the agents with returns (not a diverged one, unless asked)
     per_run = res.updates_per_run or [res.update] * res.returns.shape[0]
     ragged = len(set(per_run)) > 1  # a halving sweep: agents stopped at their rungs
     update = res.update
+    if args.agent is not None and not 0 <= args.agent < res.returns.shape[0]:
+        raise UsageError(f"--agent {args.agent}: this run has agents 0.."
+                         f"{res.returns.shape[0] - 1} (a sweep row's runs, a PBT member)")
+    if not scored.any() or (args.agent is not None and not scored[args.agent]):
+        first = min(bad)
+        who = (f"agent {args.agent} {bad[args.agent]}: it is no policy and has no return"
+               if args.agent is not None else
+               f"every agent diverged ({len(bad)} of {res.returns.shape[0]}; the first, agent "
+               f"{first}, {bad[first]}): none is a policy, none has a return")
+        healthy = np.flatnonzero(scored)
+        other = (f"evaluate one that did not (--agent {healthy[0]}), or " if len(healthy)
+                 else "")
+        saved = f" ({out} records it)" if out else ""
+        print(f"jaxppo eval: error: {who}{saved}; {other}pass --include-diverged to play "
+              "anyway", file=sys.stderr)
+        return 3
+    # the agent a GIF shows: --agent's, else the first that did not diverge
+    agent = int(np.flatnonzero(scored)[0]) if args.agent is None else args.agent
     if args.agent is not None:  # one agent of a sweep (a PBT member, a row's `runs` entry)
-        if not 0 <= args.agent < res.returns.shape[0]:
-            raise UsageError(f"--agent {args.agent}: this run has agents 0.."
-                             f"{res.returns.shape[0] - 1} (a sweep row's runs, a PBT member)")
         one = slice(agent, agent + 1)
         res = res._replace(returns=res.returns[one], lengths=res.lengths[one],
                            cut_off=None if res.cut_off is None else res.cut_off[one],
                            updates_per_run=per_run[one])
         update = per_run[agent]
-        done = res.completed
+        done, scored = res.completed, scored[one]
         print(f"agent {agent}:", end=" ")
     elif res.returns.shape[0] > 1:
         for r, ret in enumerate(res.returns):
             went = f" (update {per_run[r]})" if ragged else ""
-            print(f"seed {r}: {eval_return_text(ret, done[r], per_seed=True)}{went}")
+            if r in bad and not scored[r]:
+                print(f"seed {r}: {bad[r]}: no return{went}")
+                continue
+            played = f" ({bad[r]}; played as asked)" if r in bad else ""
+            print(f"seed {r}: {eval_return_text(ret, done[r], per_seed=True)}{went}{played}")
     print(f"{res.env_id} ({mode}, update {update}): return "
-          f"{eval_return_text(res.returns, done)}")
+          f"{eval_return_text(res.returns[scored], done[scored])}")
+    skipped = sorted(r for r in bad if not res.scored[r]) if args.agent is None else []
+    if skipped:
+        print(f"note: {len(skipped)} of {len(per_run)} agents diverged (agents "
+              f"{' '.join(map(str, skipped[:8]))}{' ...' if len(skipped) > 8 else ''}): not "
+              "played, no return, left out of the mean (--include-diverged plays them)",
+              file=sys.stderr)
+    done = done[scored]
     if not done.all():
         print(f"note: {int((~done).sum())} of {done.size} episodes were still running at the "
               f"evaluation's cap of {res.max_steps} steps (the env states no shorter time "
@@ -101,7 +134,7 @@ def cmd_eval(args) -> int:
     for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
         if not path:
             continue
-        policy = load_policy(args.run_dir, agent)
+        policy = load_policy(args.run_dir, agent, include_diverged=args.include_diverged)
         try:
             length = render(policy.config, policy.train_state, jax.random.key(args.seed), path,
                             args.deterministic)
@@ -111,5 +144,6 @@ def cmd_eval(args) -> int:
         except RuntimeError as e:
             print(f"jaxppo eval: {flag}: {e}", file=sys.stderr)
             return 1
-        print(f"wrote {path} ({length} steps)")
+        shown = f", agent {agent}" if args.agent is None and agent else ""
+        print(f"wrote {path} ({length} steps{shown})")
     return 0

@@ -45,7 +45,6 @@ def add_parser(sub) -> None:
     for o in OPTIONS.values():  # each strategy's own options, from its row of the table
         s.add_argument(f"--{o.name}", type=o.type, metavar=o.metavar, help=o.help,
                        **({"action": "append", "default": []} if o.repeat else {"default": None}))
-    s.add_argument("--no-tensorboard", action="store_true", help="skip per-agent event files")
     s.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
                    metavar="UPDATES", help="save a checkpoint every this many updates")
     s.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped sweep")

@@ -17,8 +17,10 @@ from jaxppo.cli.common import (
     stopped,
 )
 from jaxppo.cli.config import list_config
+from jaxppo.errors import UsageError
 from jaxppo.run.distributed import is_main_process
 from jaxppo.run.experiment import Experiment
+from jaxppo.run.memory import check_run_count
 
 
 def add_parser(sub) -> None:
@@ -36,9 +38,12 @@ def add_parser(sub) -> None:
 def cmd_train(args) -> int:
     if args.help_config:
         return list_config()
+    if args.seeds:  # before anything else: a count no program holds
+        check_run_count(args.seeds, f"--seeds {args.seeds}", UsageError,
+                        "run fewer seeds, in several runs")
     mesh = setup_devices(args)  # before any JAX computation
-    opts = dict(progress=not args.no_progress, mesh=mesh, shard=args.shard,
-                checkpoint_every=args.checkpoint_every)
+    opts = dict(progress=not args.no_progress, tensorboard=not args.no_tensorboard, mesh=mesh,
+                shard=args.shard, checkpoint_every=args.checkpoint_every)
     if args.resume:
         refuse_with_resume(args)
         import_modules(args)  # a run from before env_imports: its env's module

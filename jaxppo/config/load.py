@@ -65,10 +65,43 @@ def yaml_load(text: str) -> Any:
         loader.dispose()
 
 
+MAX_VALUES = 1_000_000
+"""A config's values, counted as they expand (YAML aliases repeat what they point at): more is an
+alias bomb (a few lines of `&a [*b, *b, ...]` expanding to billions), refused before anything
+walks it."""
+
+
+def expanded_size(value: Any) -> int:
+    """How many values `value` holds once YAML's aliases are expanded, counted in time linear in
+    the distinct objects (a repeated alias is one object, counted as often as it appears)."""
+    sizes: dict[int, int] = {}
+
+    def size(x: Any) -> int:
+        if not isinstance(x, (dict, list)):
+            return 1
+        if id(x) not in sizes:
+            sizes[id(x)] = 0  # a cycle (a recursive alias) counts once
+            items = [*x.keys(), *x.values()] if isinstance(x, dict) else x
+            sizes[id(x)] = 1 + sum(min(size(v), MAX_VALUES + 1) for v in items)
+        return min(sizes[id(x)], MAX_VALUES + 1)
+
+    return size(value)
+
+
+def _check_size(value: Any, where: str) -> None:
+    n = expanded_size(value)
+    if n > MAX_VALUES:
+        raise ConfigError(f"{where}: holds more than {MAX_VALUES:,} values once its YAML "
+                          "aliases are expanded (an alias bomb?); a config is a mapping of a few "
+                          "dozen values: write them out, without aliases that repeat aliases")
+
+
 def parse_value(text: str) -> Any:
     """One `--set KEY=VALUE` value, read as YAML would read it in a config file (`3e-4` -> 0.0003,
     `[64, 64]` -> a list, `null` -> None, `tanh` -> 'tanh'); raises `yaml.YAMLError` if it cannot."""
-    return yaml_load(text)
+    value = yaml_load(text)
+    _check_size(value, "--set value")
+    return value
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -132,11 +165,13 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"config file '{path}': YAML error{where}: {problem}; "
                           "fix the YAML syntax (key: value per line)") from None
-    if values is None:
-        values = {}
+    if values is None or values == {}:  # empty, or only comments: not "train the defaults"
+        raise ConfigError(f"config file '{path}' holds no settings (it is empty); give at least "
+                          "env_id (e.g. start from configs/cartpole.yaml)")
     if not isinstance(values, dict):
         raise ConfigError(f"config file '{path}': expected a mapping of key: value, "
                           f"got {type(values).__name__}")
+    _check_size(values, f"config file '{path}'")
     for key in overrides or {}:  # a typo in the overrides is not the file's
         check_config_key(key, "overrides")
     return config_from_dict({**values, **(overrides or {})}, source=f"config file '{path}'")

@@ -18,6 +18,7 @@ import numpy as np
 
 from jaxppo.envs import check_env_id
 from jaxppo.envs.imports import import_env_modules
+from jaxppo.envs.registry import host_source_of
 from jaxppo.envs.resets import RESETS
 from jaxppo.errors import ConfigError
 
@@ -303,6 +304,16 @@ def _validate(c: PPOConfig) -> None:
         if c.reset in ("predrawn", "cond"):
             _fail("reset_batch", f"set to {c.reset_batch}, but reset: {c.reset} draws no batch",
                   "remove reset_batch, or use reset: optimistic")
+        if c.reset_batch > c.num_envs:  # never more than every env at once: not capped quietly
+            _fail("reset_batch", f"{c.reset_batch} is more than num_envs ({c.num_envs}): at "
+                  "most every env ends on one step", f"use at most {c.num_envs}")
+    if isinstance(c.env_id, str) and host_source_of(c.env_id) is not None and (
+            c.reset != "auto" or c.reset_batch is not None):
+        key, what = (("reset_batch", f"set to {c.reset_batch}") if c.reset_batch is not None
+                     else ("reset", f"set to {c.reset}"))
+        _fail(key, f"{what}, but {c.env_id!r} lives on the host, which resets its episodes "
+              "itself (reset and reset_batch choose how a JAX env is reset)",
+              "remove reset and reset_batch")
     if c.max_episode_steps is not None and c.max_episode_steps <= 0:
         _fail("max_episode_steps", f"got {c.max_episode_steps}",
               "use a positive integer, or null for the environment's own limit")

@@ -22,10 +22,12 @@ and calls itself again (nested vmaps fold one level at a time). Agent a owns env
 Reset seeds come from each agent's key (env i of an agent from its seed + i), so a run is
 determined by its seed, and agents sharing a pool get what each would get alone.
 
-A source that raises, or hands back an array of the wrong shape or dtype, is not allowed to
-raise inside XLA (a long runtime error, with the host's state unknown): the callback records
-the fault (`HostVecEnv.fault`), returns zeros, and steps nothing more; the host side (the
-`Experiment`, `evaluate`) turns it into one line naming the env and the step.
+A source that raises (anything: `SystemExit`, and a Ctrl-C handled while it ran, included),
+or hands back an array of the wrong shape or dtype, is not allowed to raise inside XLA (a long
+runtime error, with the host's state unknown): the callback records the fault
+(`HostVecEnv.fault`), returns zeros, and steps nothing more; the host side (the `Experiment`,
+`evaluate`) turns it into one line naming the env and the step (a Ctrl-C: the stop it asked
+for).
 
 Axis legend: N = num_envs, M = the pool's envs (N x the vmapped agents), T = num_steps.
 """
@@ -75,11 +77,14 @@ def host_call(host_fn: Callable[..., tuple], result_shapes: Callable[[int], tupl
 
 class Fault(NamedTuple):
     """The first thing a host env did wrong: where (`reset` or the step-th vectorised step
-    since the last reset, 0-based) and what."""
+    since the last reset, 0-based) and what. `interrupt`: the KeyboardInterrupt (a second
+    Ctrl-C's stop-at-once, raised by the signal handler on the thread that was inside the
+    env) that ended it, which the host raises again once the program is out of XLA."""
 
     where: str
     step: int
     what: str
+    interrupt: BaseException | None = None
 
 
 class _Shapes:
@@ -139,12 +144,16 @@ class HostVecEnv:
         self._box: list[HostSource | None] = [None]
         weakref.finalize(self, _close, self._box)
         try:
-            pool = self._build(self.num_envs)
-        except ConfigError:
-            if not drawing:
-                raise
-            self._kwargs = kwargs  # an env that takes no render mode: observation frames
-            pool = self._build(self.num_envs)
+            try:
+                pool = self._build(self.num_envs)
+            except ConfigError:
+                if not drawing:
+                    raise
+                self._kwargs = kwargs  # an env that takes no render mode: observation frames
+                pool = self._build(self.num_envs)
+        except SystemExit as e:  # an env's constructor that exits would end jaxppo silently
+            raise ConfigError(f"config key 'env_id': building environment {env_id!r} raised "
+                              f"SystemExit({e.code!r}); call it directly to see why") from None
         label = f"environment {env_id!r}"
         obs_space = pool.observation_space
         self.obs_shape: tuple[int, ...] = tuple(int(s) for s in obs_space.shape)
@@ -209,6 +218,8 @@ class HostVecEnv:
     def check(self) -> None:
         """Raise the recorded fault as one line (`EnvError`), and forget it."""
         fault, self.fault = self.fault, None
+        if fault is not None and fault.interrupt is not None:
+            raise fault.interrupt  # a Ctrl-C inside the env: the stop it asked for
         if fault is not None:
             where = "reset" if fault.where == "reset" else f"vectorised step {fault.step + 1}"
             raise EnvError(f"environment {self.env_id!r} failed at its {where}: {fault.what}")
@@ -225,9 +236,13 @@ class HostVecEnv:
     def _zeros(self, shapes: tuple) -> tuple:
         return tuple(np.zeros(s.shape, s.dtype) for s in shapes)
 
-    def _record(self, where: str, what: str) -> None:
+    def _record(self, where: str, e: BaseException) -> None:
+        """Keep the first fault. Any exception is one: a source's `SystemExit` or a Ctrl-C
+        raised while it ran must not escape into XLA (a runtime error, tracebacks)."""
         if self.fault is None:
-            self.fault = Fault(where, self.steps, what)
+            interrupt = e if isinstance(e, KeyboardInterrupt) else None
+            what = "interrupted" if interrupt is not None else _first_line(e)
+            self.fault = Fault(where, self.steps, what, interrupt)
 
     def _obs(self, x: Any, m: int, name: str) -> np.ndarray:
         """`x` as the [M, *obs_shape] array the program expects, or ValueError naming why."""
@@ -252,8 +267,8 @@ class HostVecEnv:
                 pool = self._build(m)
                 obs = self._obs(pool.reset(np.asarray(seeds, np.int64)), m, "reset observation")
                 return obs, np.zeros((m,), np.int32)
-            except Exception as e:  # noqa: BLE001 - reported on the host, as one line
-                self._record("reset", _first_line(e))
+            except BaseException as e:  # noqa: BLE001 - reported on the host, as one line
+                self._record("reset", e)
         return self._zeros(self._reset_shapes(m))
 
     def _host_step(self, token: np.ndarray, action: np.ndarray) -> tuple:
@@ -274,8 +289,8 @@ class HostVecEnv:
                           np.asarray(token, np.int32))
                 self.steps += 1
                 return result
-            except Exception as e:  # noqa: BLE001 - reported on the host, as one line
-                self._record("step", _first_line(e))
+            except BaseException as e:  # noqa: BLE001 - reported on the host, as one line
+                self._record("step", e)
         return self._zeros(self._step_shapes(m))
 
     # ---- VecEnv's interface, on the device -------------------------------------------------

@@ -187,6 +187,12 @@ def inspect_env(env: Any, params: Any, label: str, obs_field: str | None = None)
         raise ConfigError(f"{label}: reset_env must return (obs, state); {_API}")
     raw_obs, state = reset
     read, mask_in_obs = _obs_reader(raw_obs, obs_field, label)
+    complex_leaves = [x for x in jax.tree.leaves(raw_obs)
+                      if jnp.issubdtype(getattr(x, "dtype", jnp.float32), jnp.complexfloating)]
+    if complex_leaves:  # a cast to float32 would drop the imaginary part, with a warning only
+        raise ConfigError(f"{label}: the observation is complex ({complex_leaves[0].dtype}); "
+                          "a policy reads real numbers: return its real and imaginary parts "
+                          "(e.g. jnp.stack([x.real, x.imag], -1)) or its magnitude")
     obs, obs_mask = _trace(label, "reading the observation", read, raw_obs)
     obs_shape = _shape_of(obs)
     if obs_shape is None or not (jnp.issubdtype(obs.dtype, jnp.number)
@@ -219,6 +225,9 @@ def inspect_env(env: Any, params: Any, label: str, obs_field: str | None = None)
                           "differ from reset_env's; they must match (a lax.scan carries it) - "
                           "check for Python ints that become arrays, or a changed dtype")
     for name, value in (("reward", reward), ("terminated", terminated)):
+        if jnp.issubdtype(getattr(value, "dtype", jnp.float32), jnp.complexfloating):
+            raise ConfigError(f"{label}: step_env's {name} is complex ({value.dtype}); it "
+                              "must be a real scalar")
         if _shape_of(value) not in ((), (1,)):
             raise ConfigError(f"{label}: step_env's {name} has shape {_shape_of(value)}; it "
                               "must be a scalar (one env, unbatched)")

@@ -26,6 +26,7 @@ from jaxppo.envs.resets import RESETS, ResetPool, default_reset_batch, hand_out
 from jaxppo.envs.spaces import ActionSpec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError
+from jaxppo.labels import listed
 
 
 def replace_params(params: Any, overrides: dict[str, Any], env_id: str) -> Any:
@@ -36,7 +37,7 @@ def replace_params(params: Any, overrides: dict[str, Any], env_id: str) -> Any:
     unknown = sorted(set(overrides) - set(fields))
     if unknown:
         raise ConfigError(f"config key 'env_params': {env_id!r}'s params have no field "
-                          f"{', '.join(unknown)}; its fields: {', '.join(fields) or 'none'}")
+                          f"{listed(unknown)}; its fields: {listed(fields, 40) or 'none'}")
     return dataclasses.replace(params, **overrides)
 
 
@@ -80,7 +81,8 @@ class VecEnv:
     `VecEnv(env_id, num_envs)` builds the env from its id; `env=` (and `env_params=`) take an
     environment instance instead, `env_id` then only names it. `obs_field` picks the field of a
     dict/NamedTuple observation, `max_episode_steps` adds a time limit, `reset` and
-    `reset_batch` pick how ended episodes get new initial states (`resets.py`).
+    `reset_batch` pick how ended episodes get new initial states (`resets.py`); `strict`
+    refuses a `reset_batch` the resolved reset would ignore (what a training run is built with).
 
     This is what the train loop steps (`Trainer.env`), with autoreset, action clipping and
     per-env episode statistics; build one yourself (usually with `VecEnv.from_config`) to step
@@ -107,6 +109,8 @@ class VecEnv:
         `optimistic` for envs whose reset is costly, else `predrawn`.
       reset_batch: fresh reset states drawn per step under `optimistic` (None: N / 8,
         rounded up; at most N).
+      strict: refuse a `reset_batch` the resolved reset would ignore (a training run is built
+        so; an evaluation of an older run is not).
 
     Attributes:
       env_id (str): the environment's id (or label).
@@ -149,7 +153,7 @@ class VecEnv:
                  env_kwargs: dict[str, Any] | None = None, obs_field: str | None = None,
                  max_episode_steps: int | None = None,
                  params_overrides: dict[str, Any] | None = None, reset: str = "auto",
-                 reset_batch: int | None = None):
+                 reset_batch: int | None = None, strict: bool = False):
         self.env_id = env_id
         self.num_envs = num_envs
         if isinstance(env, type):
@@ -173,6 +177,13 @@ class VecEnv:
         expensive = bool(getattr(env, "expensive_reset", False))
         self.reset_mode = (("optimistic" if expensive else "predrawn") if reset == "auto"
                            else reset)
+        if strict and reset_batch is not None and self.reset_mode != "optimistic":
+            raise ConfigError(f"config key 'reset_batch': set to {reset_batch}, but reset: "
+                              f"{reset} picks {self.reset_mode} for {env_id!r} (its resets are "
+                              "cheap), which draws no batch; remove reset_batch, or set reset: "
+                              "optimistic")
+        # the training's envs take reset_batch as written (the config holds it to num_envs);
+        # an evaluation's or a policy's fewer envs take at most one each
         self.reset_batch = min(num_envs, reset_batch or default_reset_batch(num_envs))
         limits = [x for x in (max_episode_steps, own_time_limit(env, env_id)) if x is not None]
         self.max_episode_steps: int | None = min(limits) if limits else None
@@ -228,7 +239,7 @@ class VecEnv:
                    env_kwargs=config.env_kwargs, obs_field=config.obs_field,
                    max_episode_steps=config.max_episode_steps,
                    params_overrides=config.env_params, reset=config.reset,
-                   reset_batch=config.reset_batch)
+                   reset_batch=config.reset_batch, strict=not evaluation)
 
     # ---- one env's raw API, read through the protocol --------------------------------------
     def _read(self, raw_obs, state) -> tuple[jax.Array, jax.Array | None]:

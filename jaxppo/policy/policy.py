@@ -1,19 +1,16 @@
-"""Use a trained run from Python: `load_policy` to act, `evaluate` for returns of every run.
+"""One agent's trained policy out of a run directory, to act from Python (every agent's
+returns on fixed episodes: `evaluate.py`).
 
     policy = jaxppo.load_policy("runs/cartpole", seed=2)  # run 2 of a multi-seed run
     action = policy.act(obs)                               # obs [*obs_shape] or [B, *obs_shape]
-    result = jaxppo.evaluate("runs/cartpole", episodes=20, out="eval.json")
-    result.returns                                         # [R, E]: every run, every episode
 
-`seed` in `load_policy` picks a run out of the checkpoint's runs axis (a sweep's runs are
-setting-major: run i is setting i // seeds, seed i % seeds); in `evaluate` it seeds the
-evaluation episodes, the same for every run (see `jaxppo.evaluate`'s module docstring).
+`seed` picks a run out of the checkpoint's runs axis (a sweep's runs are setting-major: run i
+is setting i // seeds, seed i % seeds).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 from typing import Any, NamedTuple
 
@@ -27,16 +24,13 @@ from jaxppo.core.networks import is_recurrent, make_network
 from jaxppo.core.train import TrainState
 from jaxppo.envs import VecEnv
 from jaxppo.errors import UsageError
+from jaxppo.policy.diverged import DivergedAgent, diverged_agents, diverged_refusal
 from jaxppo.policy.episodes import (
     cached,
-    evaluate_runs,
-    max_episode_steps,
     policy_action,
     recurrent_policy_action,
 )
 from jaxppo.run.checkpoint import load_checkpoint
-from jaxppo.run.files import check_writable
-from jaxppo.run.memory import check_eval_memory
 from jaxppo.search.strategies import controller_for
 
 
@@ -106,7 +100,7 @@ class Policy(NamedTuple):
         """
         if not self.recurrent:
             raise UsageError(f"this policy ({self.config.network}) has no state; call act(obs)")
-        if batch is not None and not (_is_int(batch) and batch >= 0):
+        if batch is not None and not (is_int(batch) and batch >= 0):
             raise UsageError(f"batch {batch!r}: initial_state(B) takes the number of "
                              "observations act gets (an int >= 0), or initial_state() for one")
         _, network, _ = _actor(self.config, self.env, self.env_params)
@@ -235,7 +229,7 @@ def _is_key(key) -> bool:
     return key.dtype == jnp.uint32 and key.shape == (2,)
 
 
-def _is_int(x) -> bool:
+def is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -244,39 +238,6 @@ def _check_seed(seed: int, num_runs: int, run_dir) -> None:
         valid = "0" if num_runs == 1 else f"0..{num_runs - 1}"
         raise UsageError(f"seed {seed} is out of range: '{os.fspath(run_dir)}' holds {num_runs} "
                          f"run(s); pass a seed in {valid}")
-
-
-def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
-                env_params: Any = None) -> Policy:
-    """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
-    file). A missing or corrupt checkpoint raises `CheckpointError`. A run trained on an
-    environment instance needs it again as `env` (and `env_params`).
-
-    Args:
-      run_dir: the run directory, its `checkpoint/` directory or the checkpoint file.
-      seed: the run's index in the checkpoint's runs axis (0 for the first run; a sweep row's
-        `runs` entries: a sweep's runs are setting-major, run i is setting i // seeds, seed
-        i % seeds). Not a PRNG seed.
-      env: the environment instance the run trained on, if it trained on one.
-      env_params: that instance's params (default: its `default_params`).
-
-    Returns:
-      The run's `Policy`, with its learner state at the checkpoint's update.
-
-    Raises:
-      CheckpointError: no checkpoint, or a corrupt or mismatched one (including another
-        `env` than the run trained on).
-      UsageError: `seed` is not an int, or is out of the checkpoint's range of runs.
-    """
-    if not _is_int(seed):
-        raise UsageError(f"seed {seed!r}: load_policy's seed is a run's index in the checkpoint "
-                         "(an int: 0 for the first run, a sweep row's `runs` entries)")
-    seed = int(seed)
-    ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
-    _check_seed(seed, ckpt.num_runs, run_dir)
-    ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
-    return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params,
-                  updates_per_run(ckpt)[seed])
 
 
 def updates_per_run(ckpt) -> list[int]:
@@ -288,121 +249,42 @@ def updates_per_run(ckpt) -> list[int]:
     return [int(ckpt.update)] * ckpt.num_runs if ends is None else [int(u) for u in ends]
 
 
-class EvalResult(NamedTuple):
-    """What `evaluate` returns: every run's episodes, for per-run and aggregate statistics.
-
-    An episode still running at the evaluation's step cap (`max_steps`: the env's time limit,
-    1000 where it states none) is cut off: `cut_off` marks it, its return is only the sum so
-    far, and `mean_per_run` leaves it out. R = runs of the checkpoint, E = episodes.
-
-    Attributes:
-      returns: `[R, E]` float undiscounted returns (of a cut-off episode: the sum up to the
-        cap).
-      lengths: `[R, E]` int episode lengths.
-      env_id: the environment evaluated on.
-      update: updates the checkpoint had done.
-      seed: the evaluation seed (the same episodes for every run).
-      deterministic: the actions were the policy's mode (False: sampled).
-      cut_off: `[R, E]` bool: still running at `max_steps`.
-      max_steps: the step cap the episodes were played to.
-      updates_per_run: `[R]` the updates each run itself trained (fewer than `update` for a
-        halving agent stopped early).
-    """
-
-    returns: np.ndarray
-    lengths: np.ndarray
-    env_id: str
-    update: int
-    seed: int
-    deterministic: bool
-    cut_off: np.ndarray | None = None
-    max_steps: int | None = None
-    updates_per_run: list[int] | None = None
-
-    @property
-    def completed(self) -> np.ndarray:
-        """[R, E] bool: the episodes that ended (terminated or hit the env's own limit)."""
-        return (np.ones(self.returns.shape, bool) if self.cut_off is None
-                else ~np.asarray(self.cut_off, bool))
-
-    def mean_per_run(self) -> list[float | None]:
-        """Each run's mean return over its completed episodes; None if none completed.
-
-        Returns:
-          `[R]` means, in the order of the checkpoint's runs.
-        """
-        done = self.completed
-        return [float(r[d].mean()) if d.any() else None
-                for r, d in zip(self.returns, done, strict=True)]
-
-    def to_dict(self) -> dict:
-        """The JSON record `evaluate(..., out=path)` writes (what aggregate plots read).
-
-        Returns:
-          A JSON-able dict: `env_id`, `update`, `eval_seed`, `updates_per_run`,
-            `deterministic`, `episodes` (E), `returns` and `lengths` (`[R, E]` lists),
-            `mean_per_run` (over completed episodes; null if none), `max_steps`, `cut_off`
-            (`[R, E]`, true: still running at `max_steps`, its return the sum so far) and
-            `cut_off_per_run` (`[R]` counts).
-        """
-        cut = ~self.completed
-        return {
-            "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
-            "updates_per_run": self.updates_per_run,
-            "deterministic": self.deterministic, "episodes": int(self.returns.shape[1]),
-            "returns": self.returns.tolist(), "lengths": self.lengths.tolist(),
-            "mean_per_run": self.mean_per_run(),  # over completed episodes; null if none
-            "max_steps": self.max_steps,
-            "cut_off": cut.tolist(),  # true: still running at max_steps (return: sum so far)
-            "cut_off_per_run": cut.sum(axis=1).tolist(),
-        }
-
-
-def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
-             deterministic: bool = True, out: str | os.PathLike | None = None,
-             env: Any = None, env_params: Any = None) -> EvalResult:
-    """Play `episodes` episodes with every run of the checkpoint in `run_dir`, in one vmapped,
-    jitted program; the episodes are fixed by `seed` and the same for every run. With `out`,
-    also write `EvalResult.to_dict()` there as JSON. Episodes still running at the step cap are
-    marked `cut_off` and left out of `mean_per_run()`.
-
-    Every run faces the same start states and step randomness (common random numbers), so
-    their returns differ by their policies, not by their luck: what per-seed aggregate
-    statistics (`jaxppo.report`) need. Each of the E envs plays exactly one episode, up to the
-    env's time limit (1000 steps where it states none).
+def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,
+                env_params: Any = None, include_diverged: bool = False) -> Policy:
+    """Load run `seed` of the checkpoint in `run_dir` (a run dir, its `checkpoint/` dir or the
+    file). A missing or corrupt checkpoint raises `CheckpointError`; an agent that diverged
+    (a sweep keeps training past one and checkpoints it) raises `DivergedAgent` unless
+    `include_diverged`. A run trained on an environment instance needs it again as `env` (and
+    `env_params`).
 
     Args:
       run_dir: the run directory, its `checkpoint/` directory or the checkpoint file.
-      episodes: E, the episodes each run plays (at least 1).
-      seed: the evaluation seed, an integer in 0..2**32-1 (not a run index).
-      deterministic: act with each policy's mode (True) or sample from it (False).
-      out: a path to write the JSON record to (`EvalResult.to_dict()`); None writes nothing.
+      seed: the run's index in the checkpoint's runs axis (0 for the first run; a sweep row's
+        `runs` entries: a sweep's runs are setting-major, run i is setting i // seeds, seed
+        i % seeds). Not a PRNG seed.
       env: the environment instance the run trained on, if it trained on one.
       env_params: that instance's params (default: its `default_params`).
+      include_diverged: load an agent whose parameters or logged updates went NaN/Inf anyway.
 
     Returns:
-      The `EvalResult`: returns and lengths `[R, E]` for every run of the checkpoint.
+      The run's `Policy`, with its learner state at the checkpoint's update.
 
     Raises:
-      CheckpointError: no checkpoint, or a corrupt or mismatched one.
-      UsageError: `episodes` below 1, a bad `seed`, an `out` that cannot be written, or more
-        parallel episodes (`runs x episodes`) than the device's free memory holds.
+      CheckpointError: no checkpoint, or a corrupt or mismatched one (including another
+        `env` than the run trained on).
+      UsageError: `seed` is not an int, or is out of the checkpoint's range of runs.
+      DivergedAgent: the agent diverged (and `include_diverged` is False).
     """
-    if episodes < 1:
-        raise UsageError(f"episodes must be at least 1, got {episodes}")
-    if not _is_int(seed) or not 0 <= int(seed) < 2**32:
-        raise UsageError(f"evaluation seed {seed!r}: use an integer in 0..{2**32 - 1}")
+    if not is_int(seed):
+        raise UsageError(f"seed {seed!r}: load_policy's seed is a run's index in the checkpoint "
+                         "(an int: 0 for the first run, a sweep row's `runs` entries)")
+    seed = int(seed)
     ckpt = load_checkpoint(run_dir, env=env, env_params=env_params)
-    venv = VecEnv.from_config(ckpt.config, 1, env, env_params, evaluation=True)
-    check_eval_memory(ckpt.config, ckpt.num_runs, episodes, env=venv)
-    if out is not None:
-        check_writable(out, "evaluation JSON")
-    returns, lengths, finished = evaluate_runs(ckpt.config, ckpt.runner_state.train_state,
-                                               jax.random.key(seed), episodes, deterministic,
-                                               env=env, env_params=env_params)
-    result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
-                        ~finished, max_episode_steps(venv), updates_per_run(ckpt))
-    if out is not None:
-        with open(out, "w") as f:
-            json.dump(result.to_dict(), f, indent=1)
-    return result
+    _check_seed(seed, ckpt.num_runs, run_dir)
+    if not include_diverged:
+        bad = diverged_agents(ckpt, run_dir)
+        if seed in bad:
+            raise DivergedAgent(diverged_refusal(run_dir, seed, bad[seed], ckpt.num_runs, bad))
+    ts = jax.tree.map(lambda x: x[seed], ckpt.runner_state.train_state)
+    return Policy(ckpt.config, ts, ckpt.update, seed, env, env_params,
+                  updates_per_run(ckpt)[seed])

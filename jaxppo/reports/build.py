@@ -70,14 +70,20 @@ class Report(NamedTuple):
         gammas = {r["gap_threshold"] for r in rows if r["gap_threshold"] is not None}
         gap_head = "opt. gap" + (f" (γ={gammas.pop():g})" if len(gammas) == 1
                                  else " (γ per env)" if gammas else "")
-        head = ("run / setting", "seeds", "source", "mean", "median", "IQM [95% CI]",
-                f"{gap_head} [95% CI]")
+        # rows trained for different numbers of updates (a halving sweep's rungs, static groups
+        # of other budgets) say how far each went
+        ragged = len({r.get("updates") for r in self.data["groups"]}) > 1
+        head = ("run / setting", *(("updates",) if ragged else ()), "seeds", "source", "mean",
+                "median", "IQM [95% CI]", f"{gap_head} [95% CI]")
         lines = [head]
         for r in rows:
-            seeds = f"{r['seeds']}" + (f" ({r['missing']} missing)" if r["missing"] else "")
+            apart = [f"{r[k]} {k}" for k in ("diverged", "missing") if r.get(k)]
+            seeds = f"{r['seeds']}" + (f" ({', '.join(apart)})" if apart else "")
             s = r["stats"]
-            lines.append((r["label"], seeds, r["source"], _num(s, "mean"), _num(s, "median"),
-                          _num(s, "iqm", True), _num(s, "optimality_gap", True)))
+            went = (("" if r.get("updates") is None else str(r["updates"]),) if ragged else ())
+            lines.append((r["label"], *went, seeds, r["source"], _num(s, "mean"),
+                          _num(s, "median"), _num(s, "iqm", True, r["seeds"]),
+                          _num(s, "optimality_gap", True, r["seeds"])))
         widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
         text = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
                 for line in lines]
@@ -90,16 +96,24 @@ class Report(NamedTuple):
         return "\n".join([*text, *legend, *(f"note: {n}" for n in self.data["notes"])])
 
 
-def _num(stats: dict, name: str, with_ci: bool = False) -> str:
+def _num(stats: dict, name: str, with_ci: bool = False, seeds: int = 1) -> str:
     """One cell: "none" where the statistic was not computed (no finite seed, or no gap
-    threshold), so a gap is never shown as 0."""
+    threshold), so a gap is never shown as 0. No interval where each stratum (run or
+    setting) has one seed: resampling one seed says nothing."""
     s = stats.get(name)
     if s is None or s["value"] is None:
         return "none"
     text = _fmt(s["value"])
     if with_ci:
-        text += f" [{_fmt(s['ci'][0])}, {_fmt(s['ci'][1])}]" if s["ci"] else " [no CI: 1 seed]"
+        why = "1 seed" if seeds <= 1 else "1 seed per run or setting"
+        text += f" [{_fmt(s['ci'][0])}, {_fmt(s['ci'][1])}]" if s["ci"] else f" [no CI: {why}]"
     return text
+
+
+def _runs(runs: list[int]) -> str:
+    """0, 2, 5 (at most 8 named, so a line stays a line)."""
+    return ", ".join(map(str, runs[:8])) + (f", ... ({len(runs)} in all)" if len(runs) > 8
+                                            else "")
 
 
 def _fmt(x: float) -> str:
@@ -198,16 +212,21 @@ def compute(groups: list[Group], *, reps: int, seed: int, normalize, gap_thresho
         offset, width = score_scale(g.env_id, normalize)
         scores = (g.scores - offset) / width
         ok = np.isfinite(scores)
-        missing = [g.runs[i] for i in np.flatnonzero(~ok)]
+        diverged = [r for r in g.runs if r in g.diverged]
+        missing = [g.runs[i] for i in np.flatnonzero(~ok) if g.runs[i] not in g.diverged]
         gamma = gap_threshold_for({g.env_id}, normalize, gap_threshold)
         row = {"label": g.label, "run_dir": g.run_dir, "env_id": g.env_id, "setting": g.setting,
                "runs": g.runs, "source": g.source, "scores": scores.tolist(),
                "raw_scores": g.scores.tolist(), "seeds": int(ok.sum()),
-               "missing": len(missing), "missing_runs": missing, "gap_threshold": gamma,
-               "stats": {}}
+               "missing": len(missing), "missing_runs": missing,
+               "diverged": len(diverged), "diverged_runs": diverged, "gap_threshold": gamma,
+               "updates": g.updates, "stats": {}}
         if missing:
             notes.append(f"{g.label}: {len(missing)} seed(s) with no finished episode (runs "
-                         f"{', '.join(map(str, missing))}) are missing from its statistics")
+                         f"{_runs(missing)}) are missing from its statistics")
+        if diverged:
+            notes.append(f"{g.label}: {len(diverged)} seed(s) diverged (runs {_runs(diverged)}): "
+                         "no policy, so no score; left out of its statistics")
         if ok.any():
             row["stats"] = interval_estimates([scores[ok]], gamma, reps, rng)
             finite.append(scores[ok])
@@ -223,10 +242,16 @@ def compute(groups: list[Group], *, reps: int, seed: int, normalize, gap_thresho
     envs = {g.env_id for g in groups}
     agg_gamma = gap_threshold_for(envs, normalize, gap_threshold)
     agg = None
-    if len(groups) > 1 and finite:
+    budgets = sorted({g.updates for g in groups if g.updates is not None})
+    if len(budgets) > 1:  # pooled, a longer-trained agent would stand for a shorter one
+        notes.append(f"the rows trained for different numbers of updates ({_runs(budgets)}: "
+                     "a halving sweep's rungs, or groups of other budgets): no 'all runs' row "
+                     "pools them; compare rows of one budget (the updates column)")
+    if len(groups) > 1 and finite and len(budgets) <= 1:
         agg = {"label": "all runs", "source": "+".join(sorted({g.source for g in groups})),
                "seeds": int(sum(len(f) for f in finite)),
-               "missing": int(sum(r["missing"] for r in rows)), "gap_threshold": agg_gamma,
+               "missing": int(sum(r["missing"] for r in rows)),
+               "diverged": int(sum(r["diverged"] for r in rows)), "gap_threshold": agg_gamma,
                "stats": interval_estimates(finite, agg_gamma, reps, rng)}
         if agg_gamma is None and not no_gap:
             notes.append("no optimality gap across runs: their envs' thresholds differ on raw "

@@ -19,6 +19,10 @@ def parse_normalize(items: Sequence[str]) -> dict[str, tuple[float, float]] | st
         return None
     if list(items) == ["raw"]:
         return "raw"
+    if "raw" in items:
+        raise UsageError("--normalize raw cannot be given with --normalize ENV=LOW,HIGH: raw "
+                         "aggregates the returns as they are, ENV=LOW,HIGH rescales each env's; "
+                         "give one or the other")
     refs = {}
     for item in items:
         env, sep, rest = item.rpartition("=")

@@ -18,12 +18,13 @@ import yaml
 
 from jaxppo.errors import UsageError
 from jaxppo.labels import setting_label
+from jaxppo.run.files import lock_holder
 from jaxppo.run.logs.metrics_csv import forward_fill, read_metrics_csv
+from jaxppo.search.static_sweep import PLAN as STATIC_PLAN
 
 SOURCES = {"eval.json": "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
-           "summary.json": "each seed's final training return (its latest episodes; no "
-                           "eval.json)",
-           "metrics.csv": "each seed's latest training return in metrics.csv (no eval.json or "
+           "summary.json": "each seed's final training return (its latest episodes)",
+           "metrics.csv": "each seed's latest training return in metrics.csv (the run has no "
                           "summary.json)"}
 
 
@@ -39,6 +40,8 @@ class Group(NamedTuple):
     source: str  # "eval.json", "summary.json" or "metrics.csv"
     curve_steps: np.ndarray | None  # [U] env steps per update, None without metrics.csv
     curve: np.ndarray | None  # [S, U] latest return per seed, NaN before its first episode
+    diverged: tuple = ()  # entries of `runs` that diverged: no policy, so no score (NaN)
+    updates: int | None = None  # updates its agents trained (a halving rung's, a group's own)
 
 
 def _load_json(path: str) -> Any:
@@ -87,14 +90,35 @@ def eval_scores(path: str) -> tuple[np.ndarray, dict]:
     cut_total = None
     if isinstance(data.get("cut_off_per_run"), list):
         cut_total = int(sum(c for c in data["cut_off_per_run"] if isinstance(c, (int, float))))
+    diverged = data.get("diverged_runs")  # absent in an eval.json from before it was written
+    if diverged is not None:
+        diverged = _run_list(diverged, len(scores), f"{what} diverged_runs")
+    per_run = data.get("updates_per_run")
+    per_run = per_run if isinstance(per_run, list) and len(per_run) == len(scores) and all(
+        isinstance(u, int) for u in per_run) else None
     return scores, {"episodes": data.get("episodes"), "update": data.get("update"),
-                    "env_id": data.get("env_id"), "cut_off": cut_total}
+                    "env_id": data.get("env_id"), "cut_off": cut_total, "diverged": diverged,
+                    "updates_per_run": per_run}
+
+
+def _run_list(values, num_runs: int, what: str) -> list[int]:
+    """A JSON list of run indices below `num_runs`, or one line naming the file."""
+    if not isinstance(values, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < num_runs for v in values):
+        raise UsageError(f"{what} is not a list of this run's agents (0..{num_runs - 1}); it "
+                         "was not written by this jaxppo: re-run the command that writes it")
+    return sorted(set(values))
 
 
 def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]]:
-    """A run directory's groups (one, or one per sweep setting) and notes on what was used."""
+    """A run directory's groups (one, or one per sweep setting; a static sweep's: its groups'
+    run directories') and notes on what was used."""
     if not os.path.isdir(run_dir):
         raise UsageError(f"'{run_dir}' is not a directory; pass run directories (runs/<name>)")
+    if os.path.isfile(os.path.join(run_dir, STATIC_PLAN)):
+        return _read_static_sweep(run_dir, source)
+    if not os.path.isfile(os.path.join(run_dir, "config.yaml")) and run_dirs_in(run_dir):
+        raise UsageError(no_scores(run_dir))  # a folder of runs (a --logdir), not a run
     notes: list[str] = []
     summary_path = os.path.join(run_dir, "summary.json")
     summary = _load_json(summary_path) if os.path.exists(summary_path) else None
@@ -113,9 +137,11 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     if source == "eval" and not os.path.exists(eval_path):
         raise UsageError(f"'{run_dir}' has no eval.json; run jaxppo eval {run_dir} first, or "
                          "drop --source eval to use the final training returns")
+    diverged = None  # the runs that diverged, as the file the scores come from says
+    trained = None  # [R] the updates each run trained, where the file says
     if source != "final" and os.path.exists(eval_path):
         scores, info = eval_scores(eval_path)
-        used = "eval.json"
+        used, diverged, trained = "eval.json", info["diverged"], info["updates_per_run"]
         if info["env_id"] not in (None, env_id):
             raise UsageError(f"'{eval_path}' evaluated {info['env_id']}, but the run trained on "
                              f"{env_id}; re-run jaxppo eval {run_dir}")
@@ -133,11 +159,16 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     elif curve is not None:
         scores = curve[:, -1]
         used = "metrics.csv"
-        notes.append(f"{run_dir}: no summary.json (the run was killed before writing it): "
-                     "scores are each seed's latest return in metrics.csv")
+        # a run whose latest update is NaN/Inf diverged (a PBT member renewed since is not)
+        diverged = [int(r) for r in np.flatnonzero(metrics["nonfinite"][:, -1] > 0)] \
+            if "nonfinite" in metrics else []
+        holder = lock_holder(run_dir)
+        why = (f"the run is still training ({holder} holds it)" if holder
+               else "the run was killed before writing it")
+        notes.append(f"{run_dir}: no summary.json ({why}): scores are each seed's latest "
+                     "return in metrics.csv")
     else:
-        raise UsageError(f"'{run_dir}' holds no eval.json, summary.json or metrics.csv; is it "
-                         "a jaxppo run directory?")
+        raise UsageError(no_scores(run_dir))
     counts = {"metrics.csv": None if curve is None else curve.shape[0],
               "summary.json": summary.get("num_runs") if summary else None}
     for name, n in counts.items():
@@ -146,17 +177,25 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                 "move the file that does not belong to this run away"
             raise UsageError(f"'{run_dir}': {used} holds {len(scores)} seed(s) but {name} "
                              f"{n}; {fix}")
-    diverged = summary.get("diverged_runs") if summary else None
-    if diverged:
-        notes.append(f"{run_dir}: run(s) {', '.join(map(str, diverged))} diverged (summary.json's "
-                     "diverged_runs); their scores are included as logged")
+    if diverged is None:  # summary.json's, or an eval.json from before it recorded them
+        diverged = _run_list(summary.get("diverged_runs") or [], len(scores),
+                             f"'{summary_path}' diverged_runs") if summary else []
+    scores = np.array(scores, float)
+    scores[diverged] = np.nan  # no policy, no score: named by the report, never averaged
     settings = summary.get("settings") if summary else None
     if settings is None and os.path.exists(os.path.join(run_dir, "sweep.csv")):
         raise UsageError(f"'{run_dir}' is a sweep without its summary.json, which names each "
                          f"agent's setting; rebuild it with: jaxppo sweep --resume {run_dir}")
+    if trained is None and summary is not None and isinstance(summary.get("ranked"), list):
+        trained = _ranked_updates(summary["ranked"], len(scores))
+    if trained is None:  # every agent as far as the run went
+        went = (int(metrics["update"][0, -1]) if metrics else
+                (info["update"] if used == "eval.json" and isinstance(info["update"], int)
+                 else None))
+        trained = [went] * len(scores)
     if settings is None:
         return [Group(os.path.normpath(run_dir), run_dir, env_id, None, list(range(len(scores))),
-                      scores, used, steps, curve)], notes
+                      scores, used, steps, curve, tuple(diverged), _one(trained))], notes
     if not isinstance(settings, list) or not settings or len(scores) % len(settings):
         raise UsageError(f"'{summary_path}': its {len(scores)} seed(s) do not split into its "
                          f"settings; move it away and rebuild it with jaxppo sweep --resume "
@@ -166,8 +205,80 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     for g, s in enumerate(settings):
         runs = list(range(g * seeds, (g + 1) * seeds))
         groups.append(Group(setting_label(s), run_dir, env_id, dict(s), runs, scores[runs], used,
-                            steps, None if curve is None else curve[runs]))
+                            steps, None if curve is None else curve[runs],
+                            tuple(r for r in runs if r in diverged),
+                            _one([trained[r] for r in runs])))
     return groups, notes
+
+
+def _one(updates: list) -> int | None:
+    """A group's updates: its runs' most (they train alike; None where unknown)."""
+    known = [u for u in updates if isinstance(u, int)]
+    return max(known) if known else None
+
+
+def _ranked_updates(ranked: list, num_runs: int) -> list | None:
+    """[R] updates per run from a sweep summary's ranked rows (`runs`, `updates`)."""
+    out = [None] * num_runs
+    for row in ranked:
+        if not isinstance(row, dict) or not isinstance(row.get("updates"), int):
+            return None
+        for r in row.get("runs") or []:
+            if isinstance(r, int) and 0 <= r < num_runs:
+                out[r] = row["updates"]
+    return out if all(u is not None for u in out) else None
+
+
+def _read_static_sweep(sweep_dir: str, source: str) -> tuple[list[Group], list[str]]:
+    """A sweep over static settings: each group's run directory read as a run of its own, its
+    settings labelled with the group's static values."""
+    groups, notes, empty = [], [], []
+    for name in run_dirs_in(sweep_dir):
+        path = os.path.join(sweep_dir, name)
+        try:
+            inner, more = read_run(path, source)
+        except UsageError as e:
+            if "holds no eval.json" not in str(e):
+                raise
+            empty.append(name)  # a group not started yet
+            continue
+        static = name.split("_", 1)[1] if name[:3].isdigit() and "_" in name else name
+        groups += [g._replace(label=f"{static},{g.label}" if g.setting is not None else static,
+                              setting=({"group": name, **g.setting} if g.setting is not None
+                                       else {"group": name}))
+                   for g in inner]
+        notes += more
+    if not groups:
+        raise UsageError(no_scores(sweep_dir))
+    if empty:
+        notes.append(f"{sweep_dir}: group(s) {', '.join(empty)} have nothing to score yet "
+                     "(not started): left out")
+    return groups, notes
+
+
+def run_dirs_in(folder: str) -> list[str]:
+    """The run directories directly inside `folder` (a static sweep's groups), sorted."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [n for n in names if os.path.isfile(os.path.join(folder, n, "config.yaml"))]
+
+
+def no_scores(run_dir: str) -> str:
+    """The line for a directory with nothing to score: what it holds instead, if it holds run
+    directories (a static sweep's groups, a --logdir)."""
+    inner = run_dirs_in(run_dir)
+    if inner:
+        shown = " ".join(os.path.join(run_dir, n) for n in inner[:3])
+        more = f" ... ({len(inner)} in all)" if len(inner) > 3 else ""
+        static = os.path.isfile(os.path.join(run_dir, STATIC_PLAN))
+        why = ("a static sweep none of whose groups has anything to score yet" if static
+               else "not a run")
+        return (f"'{run_dir}' holds run directories ({why}); pass the runs to report: "
+                f"jaxppo report {shown}{more}")
+    return (f"'{run_dir}' holds no eval.json, summary.json or metrics.csv; is it a jaxppo run "
+            "directory?")
 
 
 def _read_metrics(run_dir: str) -> dict[str, np.ndarray]:

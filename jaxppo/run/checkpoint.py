@@ -26,6 +26,7 @@ from jaxppo.core.train import make_train
 from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.keys import is_key, to_host
+from jaxppo.labels import listed
 from jaxppo.run.files import remove_stale_temps, write_atomic
 from jaxppo.run.record import RunRecord
 
@@ -114,8 +115,20 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
                               "before the run stopped, so there is nothing to resume or "
                               f"evaluate; start it again (its config: {run_dir}/config.yaml)")
     if not os.path.isfile(file):
-        raise CheckpointError(f"no checkpoint at '{path}' (looked for {file}); "
-                              "pass a run directory written by `jaxppo train`")
+        given = os.fspath(path)
+        inner = sorted(d for d in os.listdir(given) if _is_run_dir(os.path.join(given, d))) \
+            if os.path.isdir(given) else []
+        if inner:  # a folder of runs: a static sweep's (its plan gone), or a --logdir
+            sweep = ("static_sweep.json" in os.listdir(given) or
+                     os.path.isfile(os.path.join(given, "sweep.csv")) or
+                     all(d[:3].isdigit() and d[3:4] == "_" for d in inner))
+            why = (" (a sweep over static settings whose plan, static_sweep.json, is missing: "
+                   "restore it to go on with the whole sweep)" if sweep else "")
+            raise CheckpointError(f"'{given}' is no run directory: it holds the run "
+                                  f"directories {listed(inner, 4)}{why}; pass one of them, "
+                                  f"e.g. '{os.path.join(given, inner[0])}'")
+        raise CheckpointError(f"no checkpoint at '{path}' (looked for {file}); pass a run "
+                              "directory (what jaxppo train or jaxppo sweep wrote)")
     with open(file, "rb") as f:
         data = f.read()
     if os.path.basename(file) != FILENAME and data[:1] != _MAGIC:

@@ -45,6 +45,13 @@ class Controller:
         first chunk runs with (None: the settings' own). `run_dir` None: write no files."""
         return None
 
+    def check_logs(self, run_dir: str, update: int, saved: dict | None,
+                   repair: bool = False) -> list[str]:
+        """Before a resume from the checkpoint at `update` writes anything: the strategy's own
+        logs held against it (`saved`: the checkpoint's `state()`); one line (UsageError) for
+        what is missing, unless `repair` (keep the good rows, record the rest). Notes back."""
+        return []
+
     def diverged_before(self, runs: np.ndarray) -> None:
         """[R] the runs whose NaN/Inf before a resume metrics.csv recorded (told once, after
         `start`), so a resumed run judges them as an uninterrupted one would."""

@@ -3,7 +3,6 @@ runs (PBT, halving) does so through a `Controller` (`run/controller.py`): this m
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -20,7 +19,7 @@ from jaxppo.config import Hparams, PPOConfig, check_settings
 from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of
-from jaxppo.errors import ConfigError, EnvError, UsageError
+from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import setting_label
 from jaxppo.run.callbacks import Checkpointer, Progress
 from jaxppo.run.checkpoint import load_checkpoint
@@ -34,6 +33,7 @@ from jaxppo.run.files import RunLock, check_run_name, free_name
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.run.logs.tensorboard import TensorBoardLogger
 from jaxppo.run.loop import RunLoop, end_all
+from jaxppo.run.memory import check_run_count
 from jaxppo.run.placement import make_placement
 from jaxppo.run.rebuild import rebuild
 from jaxppo.run.resume import ResumePoint, check_resume
@@ -121,12 +121,16 @@ class Experiment:
             raise TypeError(f"Experiment expects a PPOConfig, got {type(config).__name__}")
         if int(seeds) < 1:
             raise ConfigError(f"seeds: got {seeds}; use a positive integer")
+        if hparams is None:
+            check_run_count(int(seeds), f"seeds={int(seeds)}", fix="run fewer seeds, in several runs")
         if not 0 <= int(seed) < 2**32:
             raise UsageError(f"--seed {seed}: use an integer in 0..{2**32 - 1}")
         self.config, self.seeds, self.seed = config, int(seeds), int(seed)
         self.env, self.env_params = env, env_params
         self.settings = None if hparams is None else [dict(s) for s in hparams]
         if self.settings is not None:
+            check_run_count(len(self.settings) * self.seeds,
+                            f"{len(self.settings):,} settings x {self.seeds} seeds")
             check_settings(config, self.settings)
             # Plain floats: they go into checkpoints and summary.json (numpy scalars would not).
             self.settings = [{k: float(v) for k, v in s.items()} for s in self.settings]
@@ -194,8 +198,7 @@ class Experiment:
                   run_name=os.path.basename(os.path.abspath(point.run_dir)),
                   search=point.record.search, **kwargs)
         exp._resume = point
-        for note in point.notes:
-            exp.note(note)
+        exp.note(*point.notes)
         return exp
 
     @classmethod
@@ -216,8 +219,7 @@ class Experiment:
         """The sweep's settings as one `Hparams` with leaves [R] (None: the config's)."""
         if self.settings is None:
             return None
-        return Hparams.stack([dataclasses.replace(self.config, **s)
-                              for s in self.settings for _ in range(self.seeds)])
+        return Hparams.of_settings(self.config, self.settings, self.seeds)
 
     def run_names(self) -> list[str]:
         if self.settings is None:
@@ -243,14 +245,15 @@ class Experiment:
         """The checkpoint's runner state a resumed run starts from (None: a new run)."""
         return None if self._resume is None else self._resume.runner
 
-    def note(self, text: str) -> None:
-        """Tell the user something that is not an error: kept in `notes`, passed to `on_note`
-        and to every running callback's `on_note`."""
-        self.notes.append(text)
-        if self.on_note is not None:
-            self.on_note(text)
-        for cb in self._listeners:
-            cb.on_note(text)
+    def note(self, *texts: str) -> None:
+        """Tell the user something that is not an error: each text kept in `notes`, passed to
+        `on_note` and to every running callback's `on_note`."""
+        for text in texts:
+            self.notes.append(text)
+            if self.on_note is not None:
+                self.on_note(text)
+            for cb in self._listeners:
+                cb.on_note(text)
 
     def initial_stats(self) -> RunStats:
         c, resume = self.config, self._resume
@@ -281,7 +284,7 @@ class Experiment:
             if not is_main_process():  # only process 0 writes a run directory
                 return rebuild(self, write=False)
             with RunLock(resume.run_dir) as lock:
-                self._pass_on(lock.notes)
+                self.note(*lock.notes)
                 return rebuild(self)
         if self.mesh is not None and host_source_of(config.env_id) is not None:
             raise ConfigError(f"config key 'env_id': {config.env_id!r} lives on the host and "
@@ -323,7 +326,7 @@ class Experiment:
         try:
             if lock is not None:
                 lock.acquire()  # a second writer is refused here, before anything is written
-                self._pass_on(lock.notes)
+                self.note(*lock.notes)
             if fresh:
                 write_config(run_dir, config)
             if resume and resume.keep_damaged_log and main:  # before the repair drops rows
@@ -350,10 +353,6 @@ class Experiment:
     def _snapshot(self) -> tuple[dict | None, dict | None]:
         """What a checkpoint keeps of the controller now: the search record and its state."""
         return self.controller.search_record(self.search), self.controller.state()
-
-    def _pass_on(self, notes: list[str]) -> None:
-        for text in notes:
-            self.note(text)
 
     def _run(self, placement, driver: Driver, run_dir: str | None, main: bool,
              segments: list | None) -> RunResult:
@@ -422,7 +421,7 @@ class Experiment:
                   "episode started afresh")
         return jax.jit(jax.vmap(placement.trainer.restart_episodes))(resume.runner)
 
-    def host_fault(self, update: int, good_update: int | None) -> EnvError | None:
+    def host_fault(self, update: int, good_update: int | None) -> BaseException | None:
         """The host env's fault as one line, if it happened in the updates up to `update`."""
         start = self._resume.update if self._resume else 0
         return host_fault(self._host_env, self.config, start, update, good_update)

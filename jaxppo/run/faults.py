@@ -10,9 +10,11 @@ from jaxppo.errors import EnvError
 
 
 def host_fault(host_env, config: PPOConfig, start_update: int, update: int,
-               good_update: int | None) -> EnvError | None:
+               good_update: int | None) -> BaseException | None:
     """The fault of `host_env` (a `HostVecEnv`, or None) as one line, if it happened in the
     updates up to `update` (a pipelined later chunk's is reported after this one is handled);
+    a Ctrl-C that came while the env was inside a step is that KeyboardInterrupt again, with
+    `during` naming the env and step (the stop at once it asked for);
     `start_update`: where this session began, `good_update`: the newest checkpointable one."""
     fault = None if host_env is None else host_env.fault
     if fault is None:
@@ -23,6 +25,11 @@ def host_fault(host_env, config: PPOConfig, start_update: int, update: int,
         return None
     where = ("reset" if fault.where == "reset" else
              f"update {failed}, env step {fault.step % T + 1} of {T}")
+    if fault.interrupt is not None:  # a second Ctrl-C while the env was inside its step
+        interrupt = fault.interrupt
+        doing = "resetting" if fault.where == "reset" else f"stepping ({where})"
+        interrupt.during = f"environment {config.env_id!r} was {doing}"
+        return interrupt
     kept = ("nothing before it was checkpointed" if not good_update else
             f"the checkpoint at update {good_update} is kept")
     return EnvError(f"environment {config.env_id!r} failed at {where} ({fault.what}); "

@@ -31,11 +31,21 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
         reason = f"directory '{folder}' does not exist"
     elif not os.path.isdir(folder):
         reason = f"'{folder}' is not a directory"
+    elif read_only(folder):
+        reason = "the file system is read-only"
     elif not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         reason = "permission denied"
     else:
         return
     raise UsageError(f"cannot write {what} to '{path}': {reason}; pass a writable path")
+
+
+def read_only(folder: str) -> bool:
+    """`folder` is on a file system mounted read-only (no permission could make it writable)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def write_failed(path: str | os.PathLike, what: str, error: OSError) -> UsageError:
@@ -157,6 +167,28 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def lock_holder(run_dir: str) -> str | None:
+    """Who holds `run_dir`'s lock now ("process 4242"), or None: a run still writing it. Only
+    tested (a shared lock taken and given back at once), never waited for."""
+    path = os.path.join(run_dir, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            holder = os.read(fd, 64).decode("ascii", "replace").strip()
+            return f"process {holder}" if holder.isdigit() else "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 class PipeSafe(io.TextIOBase):

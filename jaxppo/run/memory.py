@@ -25,6 +25,7 @@ from jaxppo.core.metrics import METRIC_NAMES
 from jaxppo.core.networks import init_params, make_network
 from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import VecEnv
+from jaxppo.envs.resets import default_reset_batch
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.keys import is_key
 
@@ -127,8 +128,9 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env: Any = None,
     # Pre-drawn reset states/obs (not for lazy-reset envs, which reset N at a time, and under
     # `reset: optimistic` also hold a pool of K and draw K more per step), keys, noise.
     resets = N * (one_state + obs_b) if env.lazy_reset else T * N * (one_state + obs_b)
-    if env.reset_mode == "optimistic":
-        resets += 2 * env.reset_batch * (one_state + obs_b)
+    if env.reset_mode == "optimistic":  # K of the training's N envs (env may hold fewer)
+        k = min(N, config.reset_batch or default_reset_batch(N))
+        resets += 2 * k * (one_state + obs_b)
     randomness = resets + T * N * (16 + 4 * act_dim)
     trajectory = T * N * (obs_b + act_b + 32)  # obs, action, logp, value, reward, flags, GAE
     permutations = config.update_epochs * B * 12
@@ -224,6 +226,21 @@ def check_memory(config: PPOConfig, num_runs: int = 1, *, env=None, device=None,
         f"this config needs about {fmt_bytes(est.total)} of memory{runs} ({biggest} "
         f"{fmt_bytes(parts[biggest])}) but {where} has {fmt_bytes(free)} free; {knob}{fewer} "
         f"(or set {SKIP_ENV_VAR}=1 to try anyway)")
+
+
+MAX_RUNS = 1_000_000
+"""Agents (seeds x settings) in one program at most: each one's setting, key, log rows and
+summary entries live on the host too, whatever the device holds."""
+
+
+def check_run_count(num_runs: int, what: str, error: type = ConfigError,
+                    fix: str = "sweep fewer settings or seeds, in several runs") -> None:
+    """Refuse more than `MAX_RUNS` agents (in one program, or one sweep of several), in one
+    line naming `what` asked for them."""
+    if num_runs > MAX_RUNS:
+        raise error(f"{what}: {num_runs:,} agents; jaxppo runs at most {MAX_RUNS:,} in one "
+                    f"run or sweep (each also lives on the host: its setting, key, log rows); "
+                    f"{fix}")
 
 
 def check_eval_memory(config: PPOConfig, num_runs: int, episodes: int, *, env=None) -> int:

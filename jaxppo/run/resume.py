@@ -62,5 +62,7 @@ def check_resume(path: str | os.PathLike, ckpt: Checkpoint, *, controller=None,
         ends = None if controller is None else controller.run_updates(update)
         gaps, damaged, notes = check_metrics_log(run_dir, update, ckpt.num_runs, gaps,
                                                  repair_log, run_ends=ends)
+    if not rebuild and controller is not None and is_main_process():  # its own logs (PBT's)
+        notes += controller.check_logs(run_dir, update, record.controller, repair_log)
     return ResumePoint(run_dir, update, ckpt.runner_state, record, tuple(gaps), damaged,
                        rebuild, notes)

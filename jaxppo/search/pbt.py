@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import shutil
 from typing import Any
 
 import jax
@@ -27,7 +28,9 @@ import numpy as np
 from jaxppo.config import Hparams, PPOConfig, divisors
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller
+from jaxppo.run.files import write_atomic
 from jaxppo.run.stats import quiet_nonfinite
+from jaxppo.search.pbt_logs import audit_pbt_logs, csv_text, gaps_from, gaps_record
 from jaxppo.search.space import Entry, check_space, draw_settings, space_record
 
 DEFAULT_INTERVAL = 20
@@ -132,8 +135,7 @@ _copy_members = jax.jit(copy_members)
 def settings_hparams(config: PPOConfig, settings: list[dict]) -> Hparams:
     """The members' settings as one `Hparams` with leaves [R] (float32, as `Hparams.stack`
     gives), every field not in a setting from `config`; checked by Hparams' rules."""
-    return Hparams(*(jnp.asarray([s.get(k, getattr(config, k)) for s in settings], jnp.float32)
-                     for k in Hparams._fields)).check()
+    return Hparams.of_settings(config, settings).check()
 
 
 def _cell(x: float) -> str:
@@ -165,6 +167,9 @@ class PBTController(Controller):
         self._reset_window()
         self.exploits = np.zeros(self.population, int)
         self.last_exploit = np.full(self.population, -1)  # update of each member's last, or -1
+        # rows the logs lack for good: {"pbt.csv": {member: count}, "hparams.csv": {(u, m)}}
+        self.log_missing: dict = {}
+        self._audit = None
 
     @classmethod
     def from_record(cls, config: PPOConfig, record: dict, settings: list[dict]
@@ -185,10 +190,28 @@ class PBTController(Controller):
         g = math.gcd(self.interval, start_update)
         return max(d for d in divisors(g) if d <= max(1, want))
 
+    def headers(self) -> dict[str, list[str]]:
+        """The columns of the two logs, by file name."""
+        keys = list(self.space)
+        return {"pbt.csv": ["update", "member", "parent", "member_return", "parent_return",
+                            *(f"{k}_{w}" for k in keys for w in ("before", "after"))],
+                "hparams.csv": ["update", "member", *Hparams._fields]}
+
+    def check_logs(self, run_dir: str, update: int, saved: dict | None,
+                   repair: bool = False) -> list[str]:
+        """Before a resume writes anything: do pbt.csv and hparams.csv hold every row the
+        checkpoint at `update` accounts for (`audit_pbt_logs`)? Refused in one line if not,
+        unless `repair`: then their good rows are kept and the missing ones recorded (in the
+        checkpoints and summary.json, `pbt.log_missing`). Returns notes for the user; `start`
+        then writes what was kept."""
+        self._audit = audit_pbt_logs(run_dir, update, saved or {}, self, repair)
+        return self._audit.notes
+
     def start(self, run_dir: str | None, start_update: int, saved: dict | None) -> Hparams:
         """Begin (saved None) or continue from a checkpoint's `state()`; the hyperparameters
-        the first chunk runs with. A resumed run's CSVs lose rows after its checkpoint (they
-        are written again, identically)."""
+        the first chunk runs with. A resumed run's CSVs are checked against the checkpoint
+        (`check_logs`, unless done already) and rewritten whole (atomically) with the rows up
+        to it; rows after it are written again, identically."""
         self.run_dir = run_dir
         if saved is not None:
             self.settings = [dict(s) for s in saved["settings"]]
@@ -198,34 +221,27 @@ class PBTController(Controller):
             self.exploits = np.asarray(saved["exploits"], int)
             # a checkpoint from before it was kept: unknown (-1), so no divergence is undone
             self.last_exploit = np.asarray(saved.get("last_exploit", [-1] * self.population), int)
-        if run_dir is not None:
-            keys = list(self.space)
-            self._start_csv("pbt.csv", ["update", "member", "parent", "member_return",
-                                        "parent_return", *(f"{k}_{w}" for k in keys
-                                                           for w in ("before", "after"))],
-                            start_update, saved is None)
-            self._start_csv("hparams.csv", ["update", "member", *Hparams._fields], start_update,
-                            saved is None)
-            if saved is None:
-                self._write_hparams(0)
+            self.log_missing = gaps_from(saved.get("log_missing"))
+        if run_dir is None:
+            return settings_hparams(self.config, self.settings)
+        headers = self.headers()
+        if saved is None:
+            for name, header in headers.items():
+                write_atomic(os.path.join(run_dir, name), csv_text([header]))
+            self._write_hparams(0)
+        else:
+            audit = getattr(self, "_audit", None) or audit_pbt_logs(run_dir, start_update, saved,
+                                                                    self, repair=False)
+            self._audit = None
+            for path, copy in audit.copies:  # the damaged file as it was, before the rewrite
+                shutil.copyfile(path, copy)
+            for name, header in headers.items():
+                write_atomic(os.path.join(run_dir, name), csv_text([header, *audit.rows[name]]))
+            self.log_missing = audit.missing
         return settings_hparams(self.config, self.settings)
 
-    def _start_csv(self, name: str, header: list[str], start_update: int, fresh: bool) -> None:
-        path = os.path.join(self.run_dir, name)
-        rows = []
-        if not fresh and os.path.isfile(path):
-            try:  # read whole before anything is written: a damaged file stays as it is
-                with open(path, newline="", encoding="utf-8") as f:
-                    rows = [r for r in list(csv.reader(f))[1:] if r and int(r[0]) <= start_update]
-            except (OSError, UnicodeDecodeError, ValueError, csv.Error) as e:
-                raise UsageError(f"'{path}' is damaged ({type(e).__name__}: {e}); restore it, or "
-                                 f"move it aside to continue without its rows, then resume "
-                                 "again") from None
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows([header, *rows])
-
     def _append(self, name: str, rows: list[list]) -> None:
-        if self.run_dir is not None:
+        if self.run_dir is not None and rows:
             with open(os.path.join(self.run_dir, name), "a", newline="", encoding="utf-8") as f:
                 csv.writer(f).writerows(rows)
 
@@ -235,33 +251,43 @@ class PBTController(Controller):
             for m, s in enumerate(self.settings)])
 
     def state(self) -> dict:
-        """What a checkpoint keeps (plain lists: msgpack): enough to continue exactly."""
-        return {"settings": [dict(s) for s in self.settings],
-                "ret_sum": [float(x) for x in self.ret_sum],
-                "ret_count": [int(x) for x in self.ret_count],
-                "bad": [bool(x) for x in self.bad],
-                "exploits": [int(x) for x in self.exploits],
-                "last_exploit": [int(x) for x in self.last_exploit]}
+        """What a checkpoint keeps (plain lists: msgpack): enough to continue exactly, and the
+        rows its logs lack for good (a repaired resume's)."""
+        out = {"settings": [dict(s) for s in self.settings],
+               "ret_sum": [float(x) for x in self.ret_sum],
+               "ret_count": [int(x) for x in self.ret_count],
+               "bad": [bool(x) for x in self.bad],
+               "exploits": [int(x) for x in self.exploits],
+               "last_exploit": [int(x) for x in self.last_exploit]}
+        if self.log_missing:
+            out["log_missing"] = gaps_record(self.log_missing)
+        return out
 
     def summary(self) -> dict:
         """summary.json's additions: each member's hyperparameters now (the sweep table's
-        settings) and the exploit counts."""
-        return {"settings": [dict(s) for s in self.settings],
-                "pbt": {"exploits": int(self.exploits.sum()),
-                        "exploits_per_member": [int(x) for x in self.exploits]}}
+        settings), the exploit counts, and the rows pbt.csv / hparams.csv lack for good."""
+        pbt = {"exploits": int(self.exploits.sum()),
+               "exploits_per_member": [int(x) for x in self.exploits]}
+        if self.log_missing:
+            pbt["log_missing"] = gaps_record(self.log_missing)
+        return {"settings": [dict(s) for s in self.settings], "pbt": pbt}
 
     # -- the driver's side ---------------------------------------------------------------------
     def due(self, update: int) -> bool:
         return 0 < update < self.config.num_updates and update % self.interval == 0
 
     def observe(self, chunk) -> None:
-        """Add a chunk's per-update returns `[R, C]` to the window (NaN-aware)."""
+        """Add a chunk's per-update returns `[R, C]` to the window: only the updates in which
+        an episode ended (metrics.csv's non-empty `episodic_return` cells; the metric carries
+        the last return through the others, which after an exploit is the member's old
+        learner's), so the window's mean is the mean of what metrics.csv logs over it."""
         ret = np.asarray(chunk.metrics["episodic_return"], float)
-        ok = np.isfinite(ret)
+        ended = np.asarray(chunk.metrics["episodes"]) > 0
+        ok = ended & np.isfinite(ret)
         self.ret_sum += np.where(ok, ret, 0.0).sum(axis=1)
         self.ret_count += ok.sum(axis=1)
         self.bad |= (np.asarray(chunk.metrics["nonfinite"]) > 0).any(axis=1) | \
-            np.isinf(ret).any(axis=1)
+            (ended & np.isinf(ret)).any(axis=1)
 
     def renewed_since(self) -> np.ndarray:
         """[R] the update after which each member's learner is a healthy parent's copy (its

@@ -13,6 +13,7 @@ A static sweep's directory:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -20,10 +21,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+import yaml
 
 from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.labels import setting_label
+from jaxppo.labels import listed, setting_label
 from jaxppo.run.driver import Driver
 from jaxppo.run.experiment import Experiment, print_note
 from jaxppo.run.files import RunLock, free_name, write_atomic
@@ -97,7 +99,9 @@ class StaticSweep:
                 raise ConfigError(f"static setting {setting_label(g.static)}: {e}") from None
         if logdir is not None:
             sw.run_dir = make_run_dir(logdir, run_name, config, sw.num_runs)
-            write_atomic(os.path.join(sw.run_dir, PLAN), json.dumps(sw.plan(), indent=2))
+            plan = sw.plan()
+            plan["sha256"] = plan_digest(plan)
+            write_atomic(os.path.join(sw.run_dir, PLAN), json.dumps(plan, indent=2))
         return sw
 
     @classmethod
@@ -122,11 +126,40 @@ class StaticSweep:
         if [g.name for g in sw.groups] != [g["name"] for g in plan.get("groups", [])]:
             raise UsageError(f"'{plan_path}' does not list the groups of its own settings; "
                              "it cannot be resumed")
+        sw.check_plan(plan, plan_path)
         if not sw.pending() and _finished_summary(run_dir):
             raise UsageError(f"sweep '{run_dir}' is finished ({len(sw.groups)} static "
                              "settings); nothing to resume (evaluate a group's agents with: "
                              f"jaxppo eval {os.path.join(run_dir, sw.groups[0].name)})")
         return sw
+
+    def check_plan(self, plan: dict, plan_path: str) -> None:
+        """The plan as the sweep started it, as config.yaml is for a run: its checksum (a plan
+        from before it had one: none), and every started group's config.yaml against the
+        config the plan now gives that group; an edit is refused, naming what differs."""
+        edited = []
+        for g in self.groups:
+            path = os.path.join(self.run_dir, g.name, "config.yaml")
+            if not os.path.isfile(path):
+                continue
+            try:
+                with open(path, encoding="utf-8") as f:
+                    ran = yaml.safe_load(f)
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                continue  # the group's own resume says what is wrong with it
+            want = group_config(self.config, g).to_dict()
+            if isinstance(ran, dict):
+                edited += [f"{g.name}: {k}" for k in want if k in ran and
+                           json.dumps(ran[k], sort_keys=True) != json.dumps(want[k],
+                                                                             sort_keys=True)]
+        stored = plan.get("sha256")
+        if not edited and (stored is None or stored == plan_digest(plan)):
+            return
+        what = f" ({listed(edited, 4)}: not what the group trained with)" if edited else \
+            " (its checksum fails)"
+        raise UsageError(f"'{plan_path}' was edited since the sweep started{what}; restore "
+                         "it: a sweep goes on with the plan it started with (each group's "
+                         "config.yaml holds what that group trained on)")
 
     @property
     def num_runs(self) -> int:
@@ -262,6 +295,12 @@ class StaticSweep:
         rows = [{**r, "run_dir": None if self.run_dir is None
                  else os.path.join(self.run_dir, r["group"])} for r in rows]
         return SweepResult(rows, last, self.run_dir, outcomes, summary)
+
+
+def plan_digest(plan: dict) -> str:
+    """The plan's checksum: SHA-256 of its canonical JSON, the checksum itself left out."""
+    body = {k: v for k, v in plan.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def _finished_summary(run_dir: str) -> bool:

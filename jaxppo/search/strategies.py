@@ -11,18 +11,24 @@ An option is one keyword of `jaxppo.sweep` and one flag of `jaxppo sweep` (`tria
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from jaxppo.config import PPOConfig
+from jaxppo.envs import VecEnv
+from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller
+from jaxppo.run.memory import check_memory, check_run_count
 from jaxppo.run.record import RunRecord
 from jaxppo.search.halving import HalvingController, halving_search
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
 from jaxppo.search.space import parse_space, random_search
-from jaxppo.search.static import check_key
+from jaxppo.search.static import check_key, is_static
 from jaxppo.search.table import grid_settings, parse_grid
 
 
@@ -187,10 +193,60 @@ def draw(search: str, config: PPOConfig, options: dict, *, seeds: int | None = N
     if strategy.one_device and devices is not None:
         raise error(f"{_search(search, cli)} runs on one device; drop "
                     f"{'--devices' if cli else 'devices=/mesh='}")
+    check_size(strategy.name, config, options, seeds or 1, cli)
     settings, record = strategy.draw(config, options, seed, cli)
     controller = (None if strategy.controller is None else
                   strategy.controller(config, record, settings, seeds or 1))
     return settings, record, controller
+
+
+def _count(value) -> int | None:
+    """An option's count (trials, population) if it is a plain positive int, else None (the
+    strategy's own check refuses it)."""
+    ok = isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1
+    return int(value) if ok else None
+
+
+def check_size(search: str, config: PPOConfig, options: dict, seeds: int, cli: bool) -> None:
+    """Before any setting is drawn or checked: the sweep's agents counted from its options
+    alone, refused in one line if there are more than one program holds (`MAX_RUNS`) or more
+    than the device's memory holds (the estimate of the one program they share; a static key
+    makes a program per value, each checked when drawn)."""
+    error = UsageError if cli else ConfigError
+    if search == "grid":
+        grid = options.get("grid")
+        grid = parse_grid(grid or []) if cli else grid
+        if not isinstance(grid, dict) or not grid or not all(
+                isinstance(v, Sequence) and not isinstance(v, str) for v in grid.values()):
+            return  # the strategy's draw says what is wrong
+        sizes = {k: len(v) for k, v in grid.items()}
+        n = math.prod(sizes.values())
+        per_program = math.prod(v for k, v in sizes.items() if not is_static(k))
+        what = (f"{'--grid' if cli else 'grid'} ({' x '.join(map(str, sizes.values()))} = {n:,} "
+                "settings)")
+    else:
+        name = "population" if search == "pbt" else "trials"
+        n = _count(options.get(name))
+        if n is None:
+            return
+        space = options.get("space") or {}
+        keys = ([item.partition("=")[0].strip() for item in space] if cli
+                else list(space) if isinstance(space, dict) else [])
+        per_program = None if any(is_static(k) for k in keys) else n
+        what = f"--{name} {n:,}" if cli else f"{name}={n}"
+    if seeds > 1:
+        what += f" x {'--seeds' if cli else 'seeds='} {seeds}"
+    check_run_count(n * seeds, what, error)
+    if per_program is None or host_source_of(config.env_id) is not None:
+        return
+    try:
+        env = VecEnv.from_config(config, 1, evaluation=True)
+    except ConfigError:  # an env instance (env=), or one the run itself will refuse
+        return
+    try:
+        check_memory(config, per_program * seeds, env=env)
+    except ConfigError as e:
+        raise error(f"{what}: {e}") from None
 
 
 def controller_for(config: PPOConfig, record: RunRecord, num_runs: int) -> Controller | None:

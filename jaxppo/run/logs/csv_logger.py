@@ -53,6 +53,14 @@ class CsvLogger(BackgroundWriter):
         self._start_writer()
 
     def _write(self, event: ChunkEvent) -> None:
+        try:
+            self._write_rows(event)
+        except OSError as e:
+            if e.filename is None:  # name the file: a write's error does not
+                raise OSError(e.errno, e.strerror, self._file.name) from None
+            raise
+
+    def _write_rows(self, event: ChunkEvent) -> None:
         m = event.metrics
         R, C = m["episodes"].shape
         runs = range(R) if event.active is None else np.flatnonzero(event.active)
@@ -65,4 +73,5 @@ class CsvLogger(BackgroundWriter):
         self._file.flush()
 
     def _close(self) -> None:
-        self._file.close()
+        if getattr(self, "_file", None) is not None:
+            self._file.close()

@@ -40,8 +40,14 @@ class WandbLogger(Callback):
         self.wandb, self.project, self.init_kwargs = wandb, project, init_kwargs
 
     def on_start(self, info: RunInfo) -> None:
-        self.run = self.wandb.init(project=self.project, config=info.config.to_dict(),
-                                   dir=info.run_dir, resume="allow", **self.init_kwargs)
+        try:
+            self.run = self.wandb.init(project=self.project, config=info.config.to_dict(),
+                                       dir=info.run_dir, resume="allow", **self.init_kwargs)
+        except Exception as e:  # noqa: BLE001 - W&B's own (no API key, no network): one line
+            text = (str(e).strip().splitlines() or [""])[0]
+            raise UsageError(f"Weights & Biases could not start ({type(e).__name__}: {text}); "
+                             "log in (wandb login), or set WANDB_MODE=offline, or drop "
+                             "--wandb") from None
         self.names = info.run_names
 
     def on_chunk(self, event: ChunkEvent) -> None:
