@@ -24,6 +24,7 @@ from jaxppo.envs import VecEnv, check_env_id  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(__file__))
 IDP = "brax/inverted_double_pendulum"
 IDP_CONFIG = os.path.join(ROOT, "configs", "brax_inverted_double_pendulum.yaml")
+T = 40  # steps per rollout: the poles fall within it under full force, resets happen
 
 
 @functools.cache
@@ -47,29 +48,35 @@ def _rollout(env: VecEnv, key, actions):
     return _scanner(env)(key, actions)
 
 
+@functools.cache
+def _lazy() -> VecEnv:
+    """Four envs resetting inside a `lax.cond`: one env object (one compiled scan) for the two
+    tests below."""
+    return VecEnv(IDP, 4, reset="cond")
+
+
 def test_falling_terminates_and_actions_clip():
-    env = VecEnv(IDP, 2)
-    steps = _rollout(env, jax.random.key(1), jnp.ones((60, 2, 1)))  # full force one way
+    env = _lazy()
+    steps = _rollout(env, jax.random.key(1), jnp.ones((T, 4, 1)))  # full force one way
     # Actions beyond the actuator range [-1, 1] step like the bound itself.
-    big = _rollout(env, jax.random.key(1), jnp.full((60, 2, 1), 50.0))
+    big = _rollout(env, jax.random.key(1), jnp.full((T, 4, 1), 50.0))
     np.testing.assert_array_equal(np.asarray(big.obs), np.asarray(steps.obs))
     term, done = np.asarray(steps.terminated), np.asarray(steps.done)
     assert term.any(axis=0).all()
-    np.testing.assert_array_equal(term, done)  # no time limit reached within 60 steps
+    np.testing.assert_array_equal(term, done)  # no time limit reached within T steps
     first = term.argmax(axis=0)
-    lengths = np.asarray(steps.episode_length)[first, [0, 1]]
-    np.testing.assert_array_equal(lengths, first + 1)
-    ret = np.asarray(steps.episode_return)[first, [0, 1]]
+    envs = np.arange(4)
+    np.testing.assert_array_equal(np.asarray(steps.episode_length)[first, envs], first + 1)
+    ret = np.asarray(steps.episode_return)[first, envs]
     reward = np.asarray(steps.reward)
-    np.testing.assert_allclose(ret, [reward[: first[i] + 1, i].sum() for i in (0, 1)], rtol=1e-5)
+    np.testing.assert_allclose(ret, [reward[: first[i] + 1, i].sum() for i in envs], rtol=1e-5)
 
 
 def test_lazy_reset_matches_predrawn_resets():
     """Resetting inside a `lax.cond` gives exactly what the pre-drawn T x N resets give."""
-    lazy = VecEnv(IDP, 4, reset="cond")
     eager = VecEnv(IDP, 4, reset="predrawn")
-    actions = jax.random.uniform(jax.random.key(2), (40, 4, 1), minval=-1.0, maxval=1.0) * 3
-    a = _rollout(lazy, jax.random.key(3), actions)
+    actions = jax.random.uniform(jax.random.key(2), (T, 4, 1), minval=-1.0, maxval=1.0) * 3
+    a = _rollout(_lazy(), jax.random.key(3), actions)
     b = _rollout(eager, jax.random.key(3), actions)
     assert np.asarray(a.done).sum() >= 4  # resets did happen
     np.testing.assert_array_equal(np.asarray(a.done), np.asarray(b.done))
