@@ -154,3 +154,21 @@ def test_a_module_that_fails_at_import_is_one_line(here, capsys):
                                  *TINY, "--logdir", "runs"])
     assert code == 2 and len(err) == 1, err
     assert "--import: importing 'broken_envs' failed (RuntimeError: boom at import)" in err[0]
+
+
+def test_a_constructor_argument_it_lacks_is_named_not_an_empty_list(here, capsys):
+    """A registered env whose constructor needs an argument env_kwargs did not give: the
+    line says what the constructor asked for (it used to read "does not take []")."""
+    (here / "needs_arg.py").write_text(textwrap.dedent('''
+        import gymnasium as gym
+        class NeedsArg(gym.Env):
+            def __init__(self, size):
+                raise AssertionError("never built")
+        gym.register(id="NeedsArg-v0", entry_point="needs_arg:NeedsArg")
+        '''))
+    code, err = run_cli(capsys, ["train", "--config", CARTPOLE,
+                                 "--set", "env_id=gymnasium/needs_arg:NeedsArg-v0", *TINY,
+                                 "--logdir", "runs"])
+    assert code == 2 and len(err) == 1, err
+    assert "[]" not in err[0] and "missing 1 required positional argument: 'size'" in err[0]
+    assert "give the arguments its constructor needs in env_kwargs" in err[0]

@@ -25,6 +25,7 @@ import numpy as np
 
 from jaxppo.envs.imports import import_env_modules
 from jaxppo.envs.sources.protocol import HostStep
+from jaxppo.envs.sources.suite import kwargs_error
 from jaxppo.errors import ConfigError
 
 PREFIX = "gymnasium/"
@@ -109,8 +110,7 @@ class GymnasiumSource:
             raise ConfigError(f"environment {self.env_id!r} needs a package that is not "
                               f"installed ({_first_line(e)})") from None
         except TypeError as e:
-            raise ConfigError(f"config key 'env_kwargs': {self.env_id!r} does not take "
-                              f"{sorted(kwargs)} ({_first_line(e)})") from None
+            raise kwargs_error(repr(self.env_id), kwargs, e) from None
         except Exception as e:  # noqa: BLE001 - the env's own constructor failed: one line
             raise ConfigError(f"environment {self.env_id!r}: building {num_envs} of it failed "
                               f"({_first_line(e)}); call gymnasium.make({name!r}) to see the "

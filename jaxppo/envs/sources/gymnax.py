@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxppo.errors import ConfigError
+from jaxppo.envs.sources.suite import kwargs_error
 
 PREFIX = ""
 SUITE = "gymnax"
@@ -41,5 +41,4 @@ def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     try:
         return gymnax.make(env_id, **kwargs)
     except TypeError as e:
-        raise ConfigError(f"config key 'env_kwargs': gymnax's {env_id!r} does not take "
-                          f"{sorted(kwargs)} ({e})") from None
+        raise kwargs_error(f"gymnax's {env_id!r}", kwargs, e) from None

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.envs.sources.suite import require
+from jaxppo.envs.sources.suite import kwargs_error, require
 from jaxppo.envs.spaces import Box, Discrete
 from jaxppo.errors import ConfigError
 
@@ -90,10 +90,7 @@ def make(name: str, kwargs: dict[str, Any]) -> tuple[NavixEnv, None]:
     except (TypeError, NotImplementedError, ValueError) as e:
         if isinstance(e, ConfigError):
             raise
-        text = str(e).strip().splitlines()
-        raise ConfigError(f"config key 'env_kwargs': navix's {name!r} does not take "
-                          f"{sorted(kwargs)} ({text[0] if text else type(e).__name__})"
-                          ) from None
+        raise kwargs_error(f"navix's {name!r}", kwargs, e) from None
     return NavixEnv(env, keep_cache=obs_name is None or obs_name in _RGB), None
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxppo.envs.sources.suite import require
+from jaxppo.envs.sources.suite import kwargs_error, require
 from jaxppo.envs.spaces import Box, Discrete
 from jaxppo.errors import ConfigError
 
@@ -82,8 +82,8 @@ def make(name: str, kwargs: dict[str, Any]) -> tuple[XMiniGridEnv, Any]:
         env, params = xminigrid.make(name, **kwargs)
     except (TypeError, ValueError) as e:
         fields = "height, width, view_size, max_steps"
-        raise ConfigError(f"config key 'env_kwargs': XLand-MiniGrid's {name!r} does not take "
-                          f"{sorted(kwargs)} ({e}); its params are {fields}") from None
+        raise kwargs_error(f"XLand-MiniGrid's {name!r}", kwargs, e,
+                           f"its params are {fields}") from None
     return XMiniGridEnv(env), params
 
 
