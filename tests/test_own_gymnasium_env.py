@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import yaml
 from conftest import run_cli
@@ -172,3 +173,38 @@ def test_a_constructor_argument_it_lacks_is_named_not_an_empty_list(here, capsys
     assert code == 2 and len(err) == 1, err
     assert "[]" not in err[0] and "missing 1 required positional argument: 'size'" in err[0]
     assert "give the arguments its constructor needs in env_kwargs" in err[0]
+
+
+def test_a_multibinary_env_trains_with_0_1_actions_in_its_own_dtype(here):
+    """MultiBinary(3) is three two-way choices (it used to be taken for Discrete(3)): the env
+    sees int8 vectors of 0s and 1s, and a run over it trains."""
+    (here / "switches.py").write_text(textwrap.dedent('''
+        import gymnasium as gym
+        import numpy as np
+        from gymnasium import spaces
+        SEEN = []
+        class Switches(gym.Env):
+            def __init__(self):
+                self.observation_space = spaces.Box(0.0, 1.0, (3,), np.float32)
+                self.action_space = spaces.MultiBinary(3)
+            def reset(self, seed=None, options=None):
+                super().reset(seed=seed)
+                self.t = 0
+                return np.zeros(3, np.float32), {}
+            def step(self, action):
+                SEEN.append(np.array(action))
+                self.t += 1
+                reward = float(np.sum(action == np.array([1, 0, 1])))
+                return action.astype(np.float32), reward, False, self.t >= 8, {}
+        gym.register(id="Switches-v0", entry_point="switches:Switches")
+        '''))
+    config = load_config(CARTPOLE, {"env_id": "gymnasium/switches:Switches-v0",
+                                    "total_timesteps": 512, "num_envs": 4, "num_steps": 32,
+                                    "hidden_sizes": [16, 16]})
+    result = Experiment(config, logdir=None, progress=False).run()
+    assert result.status == "finished"
+    import switches
+
+    seen = np.stack(switches.SEEN)
+    assert seen.shape[-1] == 3 and seen.dtype == np.int8
+    assert set(np.unique(seen)) <= {0, 1} and len(np.unique(seen.reshape(-1, 3), axis=0)) > 1

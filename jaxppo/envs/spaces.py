@@ -70,9 +70,25 @@ class ActionSpec:
 
 def action_spec(space: Any, where: str) -> ActionSpec:
     """Read any action space as an `ActionSpec`, or raise one line naming what is unsupported
-    (`where` says whose space it is, e.g. "environment 'MyEnv-v0'")."""
+    (`where` says whose space it is, e.g. "environment 'MyEnv-v0'"). Gymnasium's MultiBinary(n)
+    is read exactly as n two-way choices; a nested MultiDiscrete or MultiBinary and an integer
+    Box are refused rather than read as something they are not."""
+    kind = type(space).__name__
+    if kind == "MultiBinary":
+        n = getattr(space, "n", None)
+        if isinstance(n, (tuple, list, np.ndarray)) and len(n) != 1:
+            raise ConfigError(f"{where}: MultiBinary action space of shape {tuple(n)}; jaxppo "
+                              "takes a flat one (n,): flatten the action inside the environment")
+        n = int(np.asarray(n).reshape(-1)[0])
+        if n < 1:
+            raise ConfigError(f"{where}: MultiBinary action space with n={n}; it needs n >= 1")
+        return ActionSpec("multidiscrete", (n,), (2,) * n)
     nvec = getattr(space, "nvec", None)
     if nvec is not None:
+        if np.ndim(nvec) != 1:
+            raise ConfigError(f"{where}: MultiDiscrete action space of shape "
+                              f"{np.shape(nvec)} (nested); jaxppo takes a flat one (K,): "
+                              "flatten the action inside the environment")
         nvec = tuple(int(v) for v in np.asarray(nvec).reshape(-1))
         if not nvec or min(nvec) < 1:
             raise ConfigError(f"{where}: MultiDiscrete action space with sizes {nvec}; every "
@@ -85,6 +101,11 @@ def action_spec(space: Any, where: str) -> ActionSpec:
         return ActionSpec("discrete", (), (int(n),))
     low, high, shape = (getattr(space, a, None) for a in ("low", "high", "shape"))
     if low is not None and high is not None and shape is not None:
+        dtype = getattr(space, "dtype", None)
+        if dtype is not None and not np.issubdtype(np.dtype(dtype), np.floating):
+            raise ConfigError(f"{where}: Box action space of dtype {np.dtype(dtype)}: jaxppo's "
+                              "Gaussian policy draws real actions; give integer actions as a "
+                              "Discrete or MultiDiscrete space")
         shape = tuple(int(s) for s in shape)
         if len(shape) != 1:
             raise ConfigError(f"{where}: continuous action space of shape {shape}; jaxppo's "

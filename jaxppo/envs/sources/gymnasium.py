@@ -120,6 +120,9 @@ class GymnasiumSource:
         self._check_spaces()
         self._start = int(getattr(self.action_space, "start", 0) or 0) if hasattr(
             self.action_space, "n") else 0
+        # integer actions reach the env in its space's own dtype (MultiBinary's int8, ...)
+        dtype = np.dtype(getattr(self.action_space, "dtype", None) or np.float32)
+        self._action_dtype = dtype if np.issubdtype(dtype, np.integer) else None
         spec = getattr(self.vec, "spec", None) or gym.spec(split_id(name)[1])
         limit = kwargs.get("max_episode_steps", getattr(spec, "max_episode_steps", None))
         self.max_episode_steps = int(limit) if limit else None
@@ -148,6 +151,8 @@ class GymnasiumSource:
     def step(self, action: np.ndarray) -> HostStep:
         if self._start:
             action = action + self._start
+        if self._action_dtype is not None:
+            action = np.asarray(action).astype(self._action_dtype, copy=False)
         obs, reward, terminated, truncated, info = self.vec.step(action)
         obs = np.asarray(obs)
         final_obs = obs.copy()
