@@ -108,9 +108,12 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
         exp.callbacks = [Header(what, exp.progress), *exp.callbacks, *extra]
     try:
         return exp.run(), None
-    except KeyboardInterrupt as e:  # a second signal (StopNow), or Ctrl-C while compiling
+    except KeyboardInterrupt as e:  # a second signal, or one before training (StopNow)
         signum = getattr(e, "signum", signal.SIGINT)
-        problem, code = f"stopped at once by {signal.Signals(signum).name}", 128 + signum
+        when = getattr(e, "when", None)
+        problem = (f"stopped by {signal.Signals(signum).name} {when}" if when else
+                   f"stopped at once by {signal.Signals(signum).name}")
+        code = 128 + signum
     except OSError as e:
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1

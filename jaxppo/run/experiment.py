@@ -37,9 +37,9 @@ from jaxppo.labels import setting_label
 from jaxppo.run.callbacks import Checkpointer, Progress
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.controller import Controller
-from jaxppo.run.distributed import is_main_process, make_mesh
+from jaxppo.run.distributed import from_process_0, is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
-from jaxppo.run.driver import Driver, StopFlag, pick_chunk
+from jaxppo.run.driver import Driver, StopFlag, StopNow, pick_chunk
 from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
 from jaxppo.run.faults import host_fault
 from jaxppo.run.files import RunLock, check_run_name, free_name
@@ -156,6 +156,7 @@ class Experiment:
         self._resume: ResumePoint | None = None  # set by from_checkpoint
         self._host_env: HostVecEnv | None = None  # the run's env, if it lives on the host
         self._loop: RunLoop | None = None
+        self._stop: StopFlag | None = None  # the signals held while `run()` runs
         self.last_run_dir: str | None = None  # the directory of the latest `run()`
 
     # -- resume ------------------------------------------------------------------------------
@@ -260,7 +261,25 @@ class Experiment:
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> RunResult:
-        """Train to the configured total (or until stopped) and return the `RunResult`."""
+        """Train to the configured total (or until stopped) and return the `RunResult`.
+
+        SIGINT, SIGTERM and SIGHUP are held for the whole call (`StopFlag`): one that comes
+        while the run starts or compiles stops it before training (`StopNow`, nothing kept);
+        once training, at the next chunk boundary (checked before each chunk is dispatched
+        and after each is done), with a checkpoint. None is ever raised inside JAX: XLA's
+        compile, interrupted, would go on in a thread of its own and crash the process at
+        exit. A second signal stops at once."""
+        with StopFlag() as stop:
+            self._stop = stop
+            return self._start()
+
+    def stop_before_training(self, when: str) -> None:
+        """A signal that came before the first chunk: stop now (every process alike)."""
+        signum = from_process_0(self._stop.signum or 0) if self._stop is not None else 0
+        if signum:
+            raise StopNow(signum, when)
+
+    def _start(self) -> RunResult:
         config, resume = self.config, self._resume
         if resume is not None and resume.ran:
             raise UsageError("this Experiment already continued its run; resume it again with "
@@ -376,21 +395,22 @@ class Experiment:
             for text in self.notes:  # what was said before the callbacks started
                 for cb in callbacks:
                     cb.on_note(text)
+            loop.stop_flag = self._stop
+            self.stop_before_training("while the run started")
             if segments is not None:
                 final = run_segments(self, placement, segments, inputs, loop, info, loop.t_start)
             else:
                 driver.compile(inputs, start_update)
                 loop.compile_s = driver.compile_s
+                self.stop_before_training("while compiling")
                 for cb in callbacks:
                     cb.on_compiled(info, driver.compile_s)
                 runner = (driver.place(self._restart(placement, resume))
                           if resume else driver.init(inputs))
-                with StopFlag() as stop:
-                    loop.stop_flag = stop
-                    final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk,
-                                       loop.t_start, self.controller)
-        except BaseException:
-            loop.status = "error"
+                final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk,
+                                   loop.t_start, self.controller, stop=loop.stop_requested)
+        except BaseException as e:
+            loop.status = "stopped" if isinstance(e, KeyboardInterrupt) else "error"
             end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
             raise
         if loop.status == "running":

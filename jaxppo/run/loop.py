@@ -42,6 +42,11 @@ class RunLoop:
         self.chunks: list[dict] = []
         self.stop_flag = None
 
+    def stop_requested(self) -> bool:
+        """A stop signal came (one process: with several, process 0 decides in `on_chunk`)."""
+        return (jax.process_count() == 1 and self.stop_flag is not None
+                and self.stop_flag.signum is not None)
+
     @quiet_nonfinite
     def on_chunk(self, runner, chunk: ChunkResult, active: np.ndarray | None = None) -> bool:
         """`active`: [R] the runs this chunk stepped (a segment's; None: all)."""
@@ -76,7 +81,8 @@ class RunLoop:
         self.good_runner, self.good_update = runner, chunk.update
         # Process 0 decides for every process (a signal, or one of its callbacks said stop),
         # so that all of them stop at the same chunk.
-        decision = from_process_0(self.stop_flag.signum or (0 if go_on else _STOP_BY_CALLBACK))
+        signum = None if self.stop_flag is None else self.stop_flag.signum
+        decision = from_process_0(signum or (0 if go_on else _STOP_BY_CALLBACK))
         if decision:
             self.status = "stopped"
             self.stop_signal = decision if decision > 0 else None
