@@ -49,6 +49,12 @@ def process_started() -> float:
     return IMPORTED
 
 
+def command_started() -> float:
+    """`time.perf_counter()` when the command began: the process's start for the `jaxppo`
+    command, now for `main()` called in a process of its own (a test, a notebook)."""
+    return process_started() if is_command() else time.perf_counter()
+
+
 def is_command() -> bool:
     """This process is the `jaxppo` command (the console script or `python -m jaxppo.cli`)."""
     argv = getattr(sys, "orig_argv", sys.argv)

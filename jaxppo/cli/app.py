@@ -35,7 +35,7 @@ import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
-from jaxppo.process import SIGNALS, release_signals, work_abandoned
+from jaxppo.process import SIGNALS, command_started, release_signals, work_abandoned
 from jaxppo.run.driver import StopNow
 from jaxppo.run.files import PipeSafe
 
@@ -67,9 +67,11 @@ def _interrupt(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = command_started()
     held = release_signals()  # one that came while jaxppo imported (the command's own)
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse itself exits 2 with one usage line on bad flags
+    args.started = started
     old = {}
     if threading.current_thread() is threading.main_thread():
         old = {s: signal.signal(s, _interrupt) for s in SIGNALS if s != signal.SIGINT

@@ -8,6 +8,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 
 import jax
 
@@ -153,6 +154,20 @@ def stopped(result, command: str, resume_dir: str | None = None) -> int | None:
               file=sys.stderr)
         return 128 + result.stop_signal
     return None
+
+
+def since_start(args) -> float:
+    """Seconds since the command started (the process's start: imports included)."""
+    return time.perf_counter() - getattr(args, "started", time.perf_counter())
+
+
+def timing_text(args, result) -> str:
+    """The last line's times: start-up (process start to the run's clock: imports, the env,
+    placing), compile, and the wall time since the command started, which holds them all."""
+    startup = max(0.0, result.started - getattr(args, "started", result.started))
+    compile_s = result.summary.get("compile_s") or 0.0
+    return (f"start-up {startup:.1f} s | compile {compile_s:.1f} s | wall {since_start(args):.1f} "
+            "s since the command started")
 
 
 def refuse_repair_log(args) -> None:
