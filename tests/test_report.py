@@ -193,7 +193,7 @@ def test_a_sweep_is_one_group_per_setting(tmp_path):
     run = make_run(tmp_path / "sw", final=(1.0, 2.0, 5.0, 7.0), settings=settings)
     groups, _ = read_run(run)
     assert [(g.label, g.runs, g.scores.tolist()) for g in groups] == [
-        ("lr=0.001", [0, 1], [1.0, 2.0]), ("lr=0.0003", [2, 3], [5.0, 7.0])]
+        ("agents 0-1: lr=0.001", [0, 1], [1.0, 2.0]), ("agents 2-3: lr=0.0003", [2, 3], [5.0, 7.0])]
     rep = report(run, tmp_path / "out", reps=100)
     assert rep.data["aggregate"]["stats"]["mean"]["value"] == pytest.approx(3.75)
     os.remove(os.path.join(run, "summary.json"))
@@ -290,3 +290,71 @@ def test_report_cli_end_to_end(tmp_path, capsys):
     assert json.loads((tmp_path / "again" / "report.json").read_text()) == data
     one_line_exit_2(["report", a, a], capsys, "given twice")
     one_line_exit_2(["report", str(tmp_path / "nope")], capsys, "is not a directory")
+
+
+def test_members_with_one_setting_are_told_apart_everywhere(tmp_path, monkeypatch):
+    """PBT leaves several members on the same final hyperparameters: every label (table,
+    report.json, each figure's series) names the agent, so none is merged or mistaken for
+    another (the profile, keyed by label, lost members); every figure names the env."""
+    import jaxppo.reports.build as build
+
+    drawn = {}
+    for name in ("plot_intervals", "plot_sample_efficiency", "plot_profiles"):
+        monkeypatch.setattr(build, name, lambda path, what, scale, title, n=name: drawn.update(
+            {n: (what, title)}))
+    same = {"lr": 0.00216459, "ent_coef": 0.0125251}
+    settings = [same, {"lr": 0.001, "ent_coef": 0.01}, same, same]
+    run = make_run(tmp_path / "sw_pbt", final=(10.0, 20.0, 30.0, 40.0), settings=settings)
+    with open(os.path.join(run, "summary.json")) as f:
+        s = json.load(f)
+    s["search"] = {"strategy": "pbt", "population": 4}
+    with open(os.path.join(run, "summary.json"), "w") as f:
+        json.dump(s, f)
+    rep = report(run, tmp_path / "out", reps=50)
+    labels = [g["label"] for g in rep.data["groups"]]
+    assert labels == [f"agent {i}: lr={settings[i]['lr']:g},ent_coef={settings[i]['ent_coef']:g}"
+                      for i in range(4)]
+    assert len(set(labels)) == 4 and len(rep.data["profiles"]["groups"]) == 4
+    assert [c["label"] for c in rep.data["curves"]] == labels
+    table = rep.table()
+    for label in labels:
+        assert label in table
+    assert "[no CI: 1 seed per run]" in table.splitlines()[-3]  # all runs: 4 seeds, 1 per run
+    assert any("PBT" in n and "final hyperparameters" in n for n in rep.data["notes"])
+    for name, (what, title) in drawn.items():
+        assert title.startswith("CartPole-v1: "), (name, title)
+    assert [r["label"] for r in drawn["plot_intervals"][0]][:4] == labels
+
+
+def test_halving_agents_say_how_far_they_trained_and_are_noted(tmp_path):
+    settings = [{"lr": 0.001}, {"lr": 0.002}, {"lr": 0.003}]
+    run = make_run(tmp_path / "hv", final=(10.0, 20.0, 30.0), settings=settings)
+    with open(os.path.join(run, "summary.json")) as f:
+        s = json.load(f)
+    s["ranked"] = [{"runs": [2], "updates": 12}, {"runs": [1], "updates": 6},
+                   {"runs": [0], "updates": 3}]
+    with open(os.path.join(run, "summary.json"), "w") as f:
+        json.dump(s, f)
+    groups, notes = read_run(run)
+    assert [(g.label, g.updates) for g in groups] == [
+        ("agent 0, 3 updates: lr=0.001", 3), ("agent 1, 6 updates: lr=0.002", 6),
+        ("agent 2, 12 updates: lr=0.003", 12)]
+    assert any("2 of 3 settings stopped at an early rung" in n and "3, 6 of 12" in n
+               for n in notes), notes
+
+
+@pytest.mark.parametrize("n", [3, 16, 40])
+def test_every_series_has_its_own_style(n):
+    from jaxppo.plots import series_styles
+
+    styles = series_styles(n)
+    assert len({(str(s["color"]), s["ls"]) for s in styles}) == n
+
+
+def test_a_score_at_the_axis_limit_stays_off_the_spine():
+    from jaxppo.plots import padded_limits
+
+    lo, hi = padded_limits([68.0, 500.0, 500.0])
+    assert lo < 68.0 and hi > 500.0
+    lo, hi = padded_limits([0.0, 0.0])  # a gap of 0 for every run
+    assert lo < 0.0 < hi

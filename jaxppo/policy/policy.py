@@ -26,6 +26,7 @@ from jaxppo.core.networks import is_recurrent, make_network
 from jaxppo.core.train import TrainState
 from jaxppo.envs import VecEnv
 from jaxppo.errors import UsageError
+from jaxppo.labels import returns_text, tree_text
 from jaxppo.policy.episodes import (
     cached,
     evaluate_runs,
@@ -65,6 +66,13 @@ class Policy(NamedTuple):
     env: Any = None  # the environment instance the run trained on, if not `config.env_id`'s
     env_params: Any = None
     trained_updates: int | None = None  # this run's own: a halving agent stopped at a rung
+
+    def __repr__(self) -> str:
+        c = self.config
+        env = c.env_id if self.env is None else f"{type(self.env).__name__} ({c.env_id})"
+        return (f"Policy({env}, run {self.seed}, update {self.update}, {c.network} "
+                f"{c.torso} {list(c.hidden_sizes)} {c.activation}, params: "
+                f"{tree_text(self.train_state.params)})")
 
     @property
     def recurrent(self) -> bool:
@@ -234,6 +242,13 @@ class EvalResult(NamedTuple):
     cut_off: np.ndarray | None = None  # [R, E] bool: still running at `max_steps`
     max_steps: int | None = None  # the step cap the episodes were played to
     updates_per_run: list[int] | None = None  # [R] each run's own (a halving agent stopped early)
+
+    def __repr__(self) -> str:
+        r, e = np.shape(self.returns)
+        mean = [m for m in self.mean_per_run() if m is not None]
+        how = "deterministic" if self.deterministic else "sampled"
+        return (f"EvalResult({self.env_id}, {r} run(s) x {e} episodes, {how}, update "
+                f"{self.update}, mean return per run {returns_text(mean)})")
 
     @property
     def completed(self) -> np.ndarray:

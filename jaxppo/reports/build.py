@@ -50,20 +50,28 @@ class Report(NamedTuple):
     data: dict
     out: str | None
 
+    def __repr__(self) -> str:
+        agg = self.data.get("aggregate")
+        iqm = ((agg or {}).get("stats") or {}).get("iqm") or {}
+        across = "" if iqm.get("value") is None else f", IQM across them {iqm['value']:.4g}"
+        return f"Report({len(self.data['groups'])} group(s){across}, out={self.out!r})"
+
     def table(self) -> str:
         """The table `jaxppo report` prints: per run (or setting) and across them."""
         rows = [*self.data["groups"], *([self.data["aggregate"]] if self.data["aggregate"] else [])]
         gammas = {r["gap_threshold"] for r in rows if r["gap_threshold"] is not None}
         gap_head = "opt. gap" + (f" (γ={gammas.pop():g})" if len(gammas) == 1
                                  else " (γ per env)" if gammas else "")
-        head = ("run / setting", "seeds", "source", "mean", "median", "IQM [95% CI]",
+        head = ("run / agents: setting", "seeds", "source", "mean", "median", "IQM [95% CI]",
                 f"{gap_head} [95% CI]")
         lines = [head]
         for r in rows:
             seeds = f"{r['seeds']}" + (f" ({r['missing']} missing)" if r["missing"] else "")
             s = r["stats"]
+            # across runs the bootstrap resamples each run's seeds: with one seed each, none
+            one = "1 seed per run" if r is self.data["aggregate"] else "1 seed"
             lines.append((r["label"], seeds, r["source"], _num(s, "mean"), _num(s, "median"),
-                          _num(s, "iqm", True), _num(s, "optimality_gap", True)))
+                          _num(s, "iqm", one), _num(s, "optimality_gap", one)))
         widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
         text = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
                 for line in lines]
@@ -76,15 +84,16 @@ class Report(NamedTuple):
         return "\n".join([*text, *legend, *(f"note: {n}" for n in self.data["notes"])])
 
 
-def _num(stats: dict, name: str, with_ci: bool = False) -> str:
+def _num(stats: dict, name: str, no_ci: str | None = None) -> str:
     """One cell: "none" where the statistic was not computed (no finite seed, or no gap
-    threshold), so a gap is never shown as 0."""
+    threshold), so a gap is never shown as 0; with `no_ci` (why an interval may be missing)
+    its interval."""
     s = stats.get(name)
     if s is None or s["value"] is None:
         return "none"
     text = _fmt(s["value"])
-    if with_ci:
-        text += f" [{_fmt(s['ci'][0])}, {_fmt(s['ci'][1])}]" if s["ci"] else " [no CI: 1 seed]"
+    if no_ci:
+        text += f" [{_fmt(s['ci'][0])}, {_fmt(s['ci'][1])}]" if s["ci"] else f" [no CI: {no_ci}]"
     return text
 
 
@@ -250,9 +259,15 @@ def write(data: dict, groups: list[Group], out: str) -> None:
                      json.dumps(data, indent=1, allow_nan=False))
         scale = "normalised score" if isinstance(data["normalize"], dict) else "return"
         rows = [r for r in [*data["groups"], data["aggregate"]] if r and r["stats"]]
-        plot_intervals(os.path.join(out, "aggregate.png"), rows, scale)
-        plot_sample_efficiency(os.path.join(out, "curves.png"), data["curves"], scale)
-        plot_profiles(os.path.join(out, "profile.png"), data["profiles"], scale)
+        envs = sorted({r["env_id"] for r in data["groups"]})
+        env = envs[0] if len(envs) == 1 else f"{len(envs)} envs ({', '.join(envs)})"
+        source = "+".join(sorted({r["source"] for r in data["groups"]}))
+        plot_intervals(os.path.join(out, "aggregate.png"), rows, scale,
+                       f"{env}: per-seed scores from {source}, 95% CIs")
+        plot_sample_efficiency(os.path.join(out, "curves.png"), data["curves"], scale,
+                               f"{env}: training return, IQM over seeds")
+        plot_profiles(os.path.join(out, "profile.png"), data["profiles"], scale,
+                      f"{env}: performance profile")
     except OSError as e:
         raise UsageError(f"cannot write the report to '{out}' ({e.strerror or e}); pass a "
                          "writable --out") from None

@@ -17,8 +17,9 @@ import numpy as np
 import yaml
 
 from jaxppo.errors import UsageError
-from jaxppo.labels import setting_label
+from jaxppo.labels import agents_label
 from jaxppo.run.logs.metrics_csv import forward_fill, read_metrics_csv
+from jaxppo.search.halving import is_halving, setting_updates
 
 SOURCES = {"eval.json": "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
            "summary.json": "each seed's final training return (its latest episodes; no "
@@ -39,6 +40,7 @@ class Group(NamedTuple):
     source: str  # "eval.json", "summary.json" or "metrics.csv"
     curve_steps: np.ndarray | None  # [U] env steps per update, None without metrics.csv
     curve: np.ndarray | None  # [S, U] latest return per seed, NaN before its first episode
+    updates: int | None = None  # updates its agents trained, where a sweep's differ (halving)
 
 
 def _load_json(path: str) -> Any:
@@ -103,12 +105,17 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                          "run to rebuild it")
     env_id = _env_id(run_dir, summary)
     metrics_path = os.path.join(run_dir, "metrics.csv")
-    metrics = _read_metrics(run_dir) if os.path.exists(metrics_path) else {}
+    # a halving sweep's stopped agents have no rows past their rung: every update is read,
+    # and their curves end where they stopped (not the others' where the first one stopped)
+    ragged = is_halving((summary or {}).get("search"))
+    metrics = _read_metrics(run_dir, ragged) if os.path.exists(metrics_path) else {}
     if not os.path.exists(metrics_path):
         notes.append(f"{run_dir}: no metrics.csv, so no sample-efficiency curve")
     curve = (forward_fill(metrics["episodic_return"], metrics["episodes"]) if metrics
              else None)
-    steps = metrics["env_steps"][0] if metrics else None
+    if ragged and curve is not None:
+        curve[np.isnan(metrics["update"])] = np.nan
+    steps = np.nanmax(metrics["env_steps"], axis=0) if metrics else None
     eval_path = os.path.join(run_dir, "eval.json")
     if source == "eval" and not os.path.exists(eval_path):
         raise UsageError(f"'{run_dir}' has no eval.json; run jaxppo eval {run_dir} first, or "
@@ -119,7 +126,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         if info["env_id"] not in (None, env_id):
             raise UsageError(f"'{eval_path}' evaluated {info['env_id']}, but the run trained on "
                              f"{env_id}; re-run jaxppo eval {run_dir}")
-        last = int(metrics["update"][0, -1]) if metrics else None
+        last = int(np.nanmax(metrics["update"])) if metrics else None
         if last is not None and isinstance(info["update"], int) and info["update"] < last:
             notes.append(f"{run_dir}: eval.json was played at update {info['update']}; the run "
                          f"has since reached update {last} (re-run jaxppo eval for the latest "
@@ -162,21 +169,59 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                          f"settings; move it away and rebuild it with jaxppo sweep --resume "
                          f"{run_dir}")
     seeds = len(scores) // len(settings)
+    last = int(np.nanmax(metrics["update"])) if metrics else None
+    updates = _setting_updates(summary, len(settings), last)
     groups = []
     for g, s in enumerate(settings):
         runs = list(range(g * seeds, (g + 1) * seeds))
-        groups.append(Group(setting_label(s), run_dir, env_id, dict(s), runs, scores[runs], used,
-                            steps, None if curve is None else curve[runs]))
+        went = None if updates is None else updates[g]
+        groups.append(Group(agents_label(runs, s, went), run_dir, env_id, dict(s), runs,
+                            scores[runs], used, steps, None if curve is None else curve[runs],
+                            went))
+    if updates is not None and min(updates) < max(updates):
+        short = sorted({u for u in updates if u < max(updates)})
+        notes.append(f"{run_dir}: {sum(u < max(updates) for u in updates)} of {len(updates)} "
+                     f"settings stopped at an early rung of successive halving (after "
+                     f"{', '.join(map(str, short))} of {max(updates)} updates; each label says "
+                     "how far): their scores are from shorter training, and 'all runs' pools "
+                     "them with the settings that trained to the end")
+    if (summary.get("search") or {}).get("strategy") == "pbt":
+        notes.append(f"{run_dir}: a PBT sweep: each member's hyperparameters changed while it "
+                     "trained and its learner was copied from better members at exploits "
+                     "(hparams.csv, pbt.csv); the labels show its final hyperparameters")
     return groups, notes
 
 
-def _read_metrics(run_dir: str) -> dict[str, np.ndarray]:
+def _setting_updates(summary: dict, n: int, last_update: int | None) -> list[int] | None:
+    """[N] updates each setting trained, where a sweep's differ (halving: its rungs), from
+    summary.json's ranked table, else from its search record at `last_update` (metrics.csv's
+    last; None: all trained alike, or no record of it)."""
+    ranked = summary.get("ranked")
+    if isinstance(ranked, list) and all(isinstance(r, dict) for r in ranked):
+        went = {}
+        for r in ranked:
+            runs, u = r.get("runs"), r.get("updates")
+            if isinstance(runs, list) and runs and isinstance(u, int):
+                went[min(runs)] = u
+        if len(went) == n and len(set(went.values())) > 1:
+            return [went[k] for k in sorted(went)]
+    search = summary.get("search")
+    if is_halving(search) and last_update is not None:
+        try:  # a stopped sweep has no ranked table: how far each got, from its rungs
+            updates = setting_updates(search, last_update)
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None
+        return updates if len(updates) == n and len(set(updates)) > 1 else None
+    return None
+
+
+def _read_metrics(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray]:
     """metrics.csv through the logger's reader; a damaged or unreadable file is one line."""
     path = os.path.join(run_dir, "metrics.csv")
     fix = ("move it away (e.g. to metrics.csv.damaged) to report this run without its "
            "sample-efficiency curve")
     try:
-        return read_metrics_csv(run_dir)
+        return read_metrics_csv(run_dir, ragged)
     except UsageError as e:
         raise UsageError(f"{e}; {fix}") from None
     except OSError as e:

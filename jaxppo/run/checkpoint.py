@@ -26,6 +26,7 @@ from jaxppo.core.train import make_train
 from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.keys import is_key, to_host
+from jaxppo.labels import tree_text
 from jaxppo.run.files import remove_stale_temps, write_atomic
 from jaxppo.run.record import RunRecord
 
@@ -220,6 +221,11 @@ class Checkpoint:
     def record(self) -> RunRecord:
         """What the checkpoint carries beside the learner state, typed."""
         return RunRecord.from_extra(self.extra)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Checkpoint({c.env_id}, update {self.update}/{c.num_updates}, "
+                f"{self.num_runs} run(s), runner state: {tree_text(self.runner_state)})")
 
 
 def load_checkpoint(path: str | os.PathLike, *, env: Any = None,

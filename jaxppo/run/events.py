@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxppo.config import PPOConfig
+from jaxppo.labels import returns_text
 from jaxppo.run.stats import RunStats
 
 
@@ -113,6 +114,12 @@ class RunResult:
     @property
     def env_steps(self) -> int:
         return self.update * self.config.batch_size
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"RunResult({c.env_id}, {self.status}, update {self.update}/{c.num_updates}, "
+                f"{self.num_runs} run(s), final return {returns_text(self.final_return)}, "
+                f"run_dir={self.run_dir!r})")
 
 
 class Callback:

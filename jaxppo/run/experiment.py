@@ -217,10 +217,21 @@ class Experiment:
                               for s in self.settings for _ in range(self.seeds)])
 
     def run_names(self) -> list[str]:
+        """Each run's name in its logs (`tb/<name>/`, W&B): `seed_<i>`; in a sweep
+        `<setting index>_<setting>_seed<i>`; a run whose hyperparameters change as it trains
+        (PBT) `agent_<run index>`, as the tables name it (with its final setting). A resumed
+        run keeps the names its `tb/` folders already have (older jaxppo named PBT members by
+        their first setting)."""
         if self.settings is None:
             return [f"seed_{i}" for i in range(self.num_runs)]
-        return [f"{g:03d}_{setting_label(s)}_seed{i}"
-                for g, s in enumerate(self.settings) for i in range(self.seeds)]
+        by_setting = [f"{g:03d}_{setting_label(s)}_seed{i}"
+                      for g, s in enumerate(self.settings) for i in range(self.seeds)]
+        if not getattr(self.controller, "changes_hparams", False):
+            return by_setting
+        tb = None if self._resume is None else os.path.join(self._resume.run_dir, "tb")
+        if tb is not None and all(os.path.isdir(os.path.join(tb, n)) for n in by_setting):
+            return by_setting
+        return [f"agent_{r:03d}" for r in range(self.num_runs)]
 
     @property
     def segmented(self) -> bool:
