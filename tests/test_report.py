@@ -321,7 +321,7 @@ def test_members_with_one_setting_are_told_apart_everywhere(tmp_path, monkeypatc
         assert label in table
     assert "[no CI: 1 seed per run]" in table.splitlines()[-3]  # all runs: 4 seeds, 1 per run
     assert any("PBT" in n and "final hyperparameters" in n for n in rep.data["notes"])
-    for name, (what, title) in drawn.items():
+    for name, (_, title) in drawn.items():
         assert title.startswith("CartPole-v1: "), (name, title)
     assert [r["label"] for r in drawn["plot_intervals"][0]][:4] == labels
 
