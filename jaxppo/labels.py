@@ -35,6 +35,19 @@ def agents_label(runs, setting: dict, updates: int | None = None) -> str:
     return f"{agents_text(runs)}{went}: {setting_label(setting)}"
 
 
+def run_names(num_runs: int, settings: list[dict] | None, seeds: int,
+              by_agent: bool = False) -> list[str]:
+    """Each run's name in its logs (`tb/<name>/`, W&B): `seed_<i>`; in a sweep
+    `<setting index>_<setting>_seed<i>`; `by_agent` (a run whose hyperparameters change as it
+    trains: PBT's) `agent_<run index>`, as the tables name it with its final setting."""
+    if settings is None:
+        return [f"seed_{i}" for i in range(num_runs)]
+    if by_agent:
+        return [f"agent_{r:03d}" for r in range(num_runs)]
+    return [f"{g:03d}_{setting_label(s)}_seed{i}" for g, s in enumerate(settings)
+            for i in range(seeds)]
+
+
 def value_text(v: Any) -> str:
     """One setting's value as short text: numbers `:g`, booleans and None as YAML spells them,
     sequences joined by `x`."""

@@ -33,13 +33,13 @@ from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, EnvError, UsageError
-from jaxppo.labels import setting_label
+from jaxppo.labels import run_names
 from jaxppo.run.callbacks import Checkpointer, Progress
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.controller import Controller
-from jaxppo.run.distributed import from_process_0, is_main_process, make_mesh
+from jaxppo.run.distributed import is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
-from jaxppo.run.driver import Driver, StopFlag, StopNow, pick_chunk
+from jaxppo.run.driver import Driver, StopFlag, pick_chunk
 from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
 from jaxppo.run.faults import host_fault
 from jaxppo.run.files import RunLock, check_run_name, free_name
@@ -217,21 +217,13 @@ class Experiment:
                               for s in self.settings for _ in range(self.seeds)])
 
     def run_names(self) -> list[str]:
-        """Each run's name in its logs (`tb/<name>/`, W&B): `seed_<i>`; in a sweep
-        `<setting index>_<setting>_seed<i>`; a run whose hyperparameters change as it trains
-        (PBT) `agent_<run index>`, as the tables name it (with its final setting). A resumed
-        run keeps the names its `tb/` folders already have (older jaxppo named PBT members by
-        their first setting)."""
-        if self.settings is None:
-            return [f"seed_{i}" for i in range(self.num_runs)]
-        by_setting = [f"{g:03d}_{setting_label(s)}_seed{i}"
-                      for g, s in enumerate(self.settings) for i in range(self.seeds)]
-        if not getattr(self.controller, "changes_hparams", False):
-            return by_setting
+        """`labels.run_names` (PBT's by agent); a resumed run keeps its `tb/` folders' names
+        (older jaxppo named PBT members by their first setting)."""
+        by_agent, older = (getattr(self.controller, "changes_hparams", False),
+                           run_names(self.num_runs, self.settings, self.seeds))
         tb = None if self._resume is None else os.path.join(self._resume.run_dir, "tb")
-        if tb is not None and all(os.path.isdir(os.path.join(tb, n)) for n in by_setting):
-            return by_setting
-        return [f"agent_{r:03d}" for r in range(self.num_runs)]
+        keep = tb is not None and all(os.path.isdir(os.path.join(tb, n)) for n in older)
+        return older if keep else run_names(self.num_runs, self.settings, self.seeds, by_agent)
 
     @property
     def segmented(self) -> bool:
@@ -247,13 +239,11 @@ class Experiment:
         """[R] updates each run trained at `update` where runs differ (None: all `update`)."""
         return None if self.controller is None else self.controller.run_updates(update)
 
-    def resume_state(self):
-        """The checkpoint's runner state a resumed run starts from (None: a new run)."""
+    def resume_state(self):  # the checkpoint's runner state a resumed run starts from
         return None if self._resume is None else self._resume.runner
 
     def note(self, text: str) -> None:
-        """Tell the user something that is not an error: kept in `notes`, passed to `on_note`
-        and to every running callback's `on_note`."""
+        """Tell the user something not an error (`notes`, `on_note`, callbacks' `on_note`)."""
         self.notes.append(text)
         if self.on_note is not None:
             self.on_note(text)
@@ -273,22 +263,13 @@ class Experiment:
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Train to the configured total (or until stopped) and return the `RunResult`.
-
-        SIGINT, SIGTERM and SIGHUP are held for the whole call (`StopFlag`): one that comes
-        while the run starts or compiles stops it before training (`StopNow`, nothing kept);
-        once training, at the next chunk boundary (checked before each chunk is dispatched
-        and after each is done), with a checkpoint. None is ever raised inside JAX: XLA's
-        compile, interrupted, would go on in a thread of its own and crash the process at
-        exit. A second signal stops at once."""
+        SIGINT, SIGTERM and SIGHUP are held for the whole call (`StopFlag`), never raised
+        inside JAX (XLA's compile, interrupted, compiles on in a thread and crashes the exit):
+        one while starting or compiling stops before training (`StopNow`, nothing kept), one
+        while training at the next chunk boundary, with a checkpoint; a second at once."""
         with StopFlag() as stop:
             self._stop = stop
             return self._start()
-
-    def stop_before_training(self, when: str) -> None:
-        """A signal that came before the first chunk: stop now (every process alike)."""
-        signum = from_process_0(self._stop.signum or 0) if self._stop is not None else 0
-        if signum:
-            raise StopNow(signum, when)
 
     def _start(self) -> RunResult:
         config, resume = self.config, self._resume
@@ -407,13 +388,13 @@ class Experiment:
                 for cb in callbacks:
                     cb.on_note(text)
             loop.stop_flag = self._stop
-            self.stop_before_training("while the run started")
+            loop.stop_before_training("while the run started")
             if segments is not None:
                 final = run_segments(self, placement, segments, inputs, loop, info, loop.t_start)
             else:
                 driver.compile(inputs, start_update)
                 loop.compile_s = driver.compile_s
-                self.stop_before_training("while compiling")
+                loop.stop_before_training("while compiling")
                 for cb in callbacks:
                     cb.on_compiled(info, driver.compile_s)
                 runner = (driver.place(self._restart(placement, resume))
@@ -433,8 +414,7 @@ class Experiment:
         return result
 
     def _restart(self, placement, resume: dict):
-        """The checkpoint's runner state; on a host env, with the episodes started afresh (the
-        host's state is in no checkpoint) and the learner exactly as saved."""
+        """The checkpoint's runner state (a host env's episodes afresh: not in checkpoints)."""
         if self._host_env is None:
             return resume.runner
         self.note(f"{self.config.env_id} lives on the host, outside the checkpoint: the "

@@ -90,7 +90,7 @@ def run_segments(exp, placement, drivers: list[tuple[int, Driver]], inputs, loop
         driver.compile(part, update, init=full is None)
         loop.compile_s += driver.compile_s
         if k == drivers[0][0]:
-            exp.stop_before_training("while compiling")
+            loop.stop_before_training("while compiling")
             for cb in loop.callbacks:
                 cb.on_compiled(info, loop.compile_s)
         elif loop.stop_requested():  # a signal while this segment compiled: the last chunk's
