@@ -41,7 +41,7 @@ class RunInfo:
 
     config: PPOConfig
     num_runs: int
-    run_names: list[str]  # one per run: seed_<i>, or <setting>_seed<i> in a sweep
+    run_names: list[str]  # one per run (labels.run_names): seed_<i>, <g>_<setting>_seed<i>, agent_<i>
     run_dir: str | None  # None: a run without files
     start_update: int  # > 0 when resumed
     seed: int
