@@ -64,8 +64,11 @@ def is_command() -> bool:
 
 
 def _record(signum, frame) -> None:
-    if signum not in _pending:
-        _pending.append(signum)
+    """The first signal is kept for `main()`; a second stops at once, as in a run."""
+    if _pending:
+        release_signals()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    _pending.append(signum)
 
 
 def hold_signals() -> None:

@@ -505,7 +505,8 @@ def test_the_subproc_size_is_measured():
     """A SubprocVecEnv worker imports torch and this program's modules: tens of MB at least."""
     from jaxppo.compare.fit import measure_sb3
 
-    size = measure_sb3(dataclasses.replace(ODD, num_envs=64, num_minibatches=8))
+    size = measure_sb3(dataclasses.replace(ODD, num_envs=64, num_minibatches=8,
+                                           total_timesteps=3 * 64 * 32))
     assert size["worker"] > 20 * 1024**2 and size["main"] > size["worker"], size
 
 
