@@ -6,7 +6,11 @@
     out = jax.jit(jax.vmap(jaxppo.make_train(config)))(jax.random.split(jax.random.key(0), 8))
 """
 
-from jaxppo._xla import apply_xla_cpu_flags
+from jaxppo.process import hold_signals
+
+hold_signals()  # the jaxppo command's Ctrl-C during these imports: one line from its main()
+
+from jaxppo._xla import apply_xla_cpu_flags  # noqa: E402
 
 apply_xla_cpu_flags()  # before anything creates the CPU backend
 

@@ -10,6 +10,37 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def series_styles(n: int) -> list[dict]:
+    """`n` line styles a reader can tell apart: tab10's colours up to 10 series, tab20's up
+    to 20, then tab20's again with dashed, dotted and dash-dotted lines (80 in all; past that
+    the styles repeat)."""
+    if n <= 10:
+        return [{"color": f"C{i}", "ls": "-"} for i in range(n)]
+    colors = plt.get_cmap("tab20").colors
+    return [{"color": colors[i % 20], "ls": LINESTYLES[(i // 20) % len(LINESTYLES)]}
+            for i in range(n)]
+
+
+def legend_outside(ax, n: int) -> None:
+    """The legend right of the axes, where it covers no line (25 entries per column)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7 if n > 10 else 8,
+              ncol=max(1, -(-n // 25)), frameon=False)
+
+
+def padded_limits(values, pad: float = 0.06) -> tuple[float, float] | None:
+    """Axis limits around the finite `values`, padded so a marker at the extreme value stays
+    off the spine (None: no finite value)."""
+    x = np.asarray([v for v in values if v is not None], float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return None
+    lo, hi = float(x.min()), float(x.max())
+    width = hi - lo or max(abs(hi), 1.0)
+    return lo - pad * width, hi + pad * width
+
 
 def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str,
                threshold: float | None = None, groups: dict[str, list[int]] | None = None) -> None:
@@ -18,22 +49,25 @@ def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str
     NaN (a run before its first episode ended) is left out of the mean."""
     groups = groups or {f"mean over {returns.shape[0]} seed(s)": list(range(returns.shape[0]))}
     fig, ax = plt.subplots(figsize=(7, 4))
-    for label, runs in groups.items():
+    many = len(groups) > 1
+    for (label, runs), style in zip(groups.items(), series_styles(len(groups)), strict=True):
         with warnings.catch_warnings():  # NaN: no episode had ended yet; all-NaN: no point
             warnings.simplefilter("ignore", RuntimeWarning)
             mean, std = np.nanmean(returns[runs], 0), np.nanstd(returns[runs], 0)
-        line, = ax.plot(env_steps, mean, lw=1.5, label=label)
-        ax.fill_between(env_steps, mean - std, mean + std, alpha=0.2, color=line.get_color(),
-                        label="± 1 std" if len(groups) == 1 else None)
+        ax.plot(env_steps, mean, lw=1.5, label=label, **style)
+        ax.fill_between(env_steps, mean - std, mean + std, alpha=0.12 if many else 0.2,
+                        color=style["color"], label=None if many else "± 1 std")
     if threshold is not None:
         ax.axhline(threshold, color="k", ls="--", lw=0.8, label=f"solved ({threshold:g})")
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("episodic return")
+    ax.set_ylabel("episodic return" + (" (mean ± 1 std over seeds)" if many else ""))
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8 if len(groups) > 1 else None)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if many:
+        legend_outside(ax, len(groups) + (threshold is not None))
+    else:
+        ax.legend(loc="lower right")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -43,7 +77,7 @@ def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray
     diverged setting's Inf/NaN return) gets no bar: it would break the axis limits."""
     means = np.where(np.isfinite(means), means, np.nan)
     stds = np.where(np.isfinite(stds), stds, np.nan)
-    order = np.argsort(-means)
+    order = np.argsort(-means, kind="stable")
     fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(labels) + 2), 4))
     ax.bar(range(len(labels)), means[order], yerr=stds[order], capsize=3)
     ax.set_xticks(range(len(labels)))
@@ -117,59 +151,70 @@ def _empty(ax, text: str) -> None:
     ax.set_axis_off()
 
 
-def plot_intervals(path: str, rows: list[dict], scale: str) -> None:
+def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> None:
     """One panel per statistic, one row per run (setting) and 'all runs': the point estimate
-    and its 95% interval (rows: report.json's groups, each with `label` and `stats`)."""
+    and its 95% interval (rows: report.json's groups, each with `label` and `stats`); the
+    x-axis padded so an estimate at the extreme (a return of 500, a gap of 0) stays off the
+    spine."""
     names = [k for k in STAT_TITLES if any(k in r["stats"] for r in rows)]
     fig, axes = plt.subplots(1, max(len(names), 1), sharey=True,
-                             figsize=(2.8 * max(len(names), 1) + 2, 0.45 * len(rows) + 1.6),
+                             figsize=(2.8 * max(len(names), 1) + 2, 0.45 * len(rows) + 1.9),
                              squeeze=False)
     if not rows:
         _empty(axes[0, 0], "no seed has a score")
     y = np.arange(len(rows))
+    styles = series_styles(sum(r["label"] != "all runs" for r in rows))
+    colors = [("k" if r["label"] == "all runs" else styles.pop(0)["color"]) for r in rows]
     for ax, name in zip(axes[0], names, strict=False):
+        seen = []
         for i, r in enumerate(rows):
             s = r["stats"].get(name)
             if s is None or s["value"] is None:
                 continue
-            color = "k" if r["label"] == "all runs" else f"C{i % 10}"
             if s["ci"]:
-                ax.barh(i, s["ci"][1] - s["ci"][0], left=s["ci"][0], height=0.6, color=color,
-                        alpha=0.35)
-            ax.plot([s["value"]] * 2, [i - 0.3, i + 0.3], color=color, lw=2)
+                ax.barh(i, s["ci"][1] - s["ci"][0], left=s["ci"][0], height=0.6,
+                        color=colors[i], alpha=0.35)
+                seen += s["ci"]
+            ax.plot([s["value"]] * 2, [i - 0.3, i + 0.3], color=colors[i], lw=2)
+            seen.append(s["value"])
+        limits = padded_limits(seen)
+        if limits:
+            ax.set_xlim(*limits)
         ax.set_title(STAT_TITLES[name])
         ax.set_xlabel(scale)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_yticks(y)
     axes[0, 0].set_yticklabels([r["label"] for r in rows], fontsize=8)
-    axes[0, 0].invert_yaxis()
+    axes[0, 0].set_ylim(len(rows) - 0.5, -0.5)  # first row on top, none on the spine
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_sample_efficiency(path: str, curves: list[dict], scale: str) -> None:
-    """IQM over seeds vs env steps with its 95% band, one line per run (setting)."""
+def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str = "") -> None:
+    """IQM over seeds vs env steps with its 95% band, one line per run (setting); the legend
+    outside the axes, every series its own colour or line style."""
     fig, ax = plt.subplots(figsize=(7, 4))
     if not curves:
         _empty(ax, "no metrics.csv: no curve")
-    for i, c in enumerate(curves):
+    for c, style in zip(curves, series_styles(len(curves)), strict=True):
         x = np.asarray(c["env_steps"], float)
-        line, = ax.plot(x, np.array(c["iqm"], float), lw=1.5, label=c["label"],
-                        color=f"C{i % 10}")
+        ax.plot(x, np.array(c["iqm"], float), lw=1.5, label=c["label"], **style)
         ax.fill_between(x, np.array(c["ci_low"], float), np.array(c["ci_high"], float),
-                        alpha=0.2, color=line.get_color())
+                        alpha=0.2 if len(curves) <= 10 else 0.1, color=style["color"])
     if curves:
         ax.set_xlabel("environment steps")
         ax.set_ylabel(f"IQM {scale} (95% CI)")
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        legend_outside(ax, len(curves))
+    ax.set_title(title)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
-def plot_profiles(path: str, profiles: dict | None, scale: str) -> None:
+def plot_profiles(path: str, profiles: dict | None, scale: str, title: str = "") -> None:
     """Performance profiles: the fraction of seeds scoring above tau, with 95% bands."""
     fig, ax = plt.subplots(figsize=(7, 4))
     if not profiles:
@@ -177,17 +222,20 @@ def plot_profiles(path: str, profiles: dict | None, scale: str) -> None:
     else:
         tau = np.asarray(profiles["tau"], float)
         lines = list(profiles["groups"].items())
+        styles = series_styles(len(lines))
         if "all runs" in profiles:
             lines.append(("all runs", profiles["all runs"]))
-        for i, (label, p) in enumerate(lines):
-            color = "k" if label == "all runs" else f"C{i % 10}"
-            ax.plot(tau, p["fraction"], lw=1.5, label=label, color=color)
-            ax.fill_between(tau, p["ci_low"], p["ci_high"], alpha=0.2, color=color)
+            styles.append({"color": "k", "ls": "-"})
+        for (label, p), style in zip(lines, styles, strict=True):
+            ax.plot(tau, p["fraction"], lw=2 if label == "all runs" else 1.5, label=label,
+                    **style)
+            ax.fill_between(tau, p["ci_low"], p["ci_high"], alpha=0.2 if len(lines) <= 10
+                            else 0.1, color=style["color"])
         ax.set_xlabel(f"{scale} τ")
         ax.set_ylabel("fraction of seeds with score > τ")
-        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        legend_outside(ax, len(lines))
+    ax.set_title(title)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)

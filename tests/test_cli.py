@@ -114,6 +114,30 @@ def test_progress_appears_while_running(tmp_path):
     assert times[0] - compile_s < 0.5 * (wall - compile_s), (times, compile_s, wall)
 
 
+def test_the_last_line_counts_wall_time_from_the_process_start(tmp_path):
+    """The seconds before the run's clock (the interpreter, imports, the env: 7 s on a busy
+    machine) are in the printed wall time and shown as start-up: here a 3 s sleep at the
+    interpreter's start (a sitecustomize), before jaxppo is even imported."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import time\ntime.sleep(3.0)\n")
+    path = os.pathsep.join([str(site), ROOT, os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE,
+                           *TINY, "--logdir", str(tmp_path), "--run-name", "r", "--no-progress"],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": path})
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    fields = dict(f.strip().split(" ", 1) for f in last.split("|")[2:])
+    startup = float(fields["start-up"].removesuffix(" s"))
+    compile_s = float(fields["compile"].removesuffix(" s"))
+    wall = float(fields["wall"].split(" s ")[0])
+    assert fields["wall"].endswith("since the command started"), last
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert startup >= 3.0, last
+    assert wall >= startup + summary["wall_s"] - 0.1 and wall >= 3.0 + compile_s, last
+
+
 def test_sweep(tmp_path, capsys):
     code = main(["sweep", "--config", CARTPOLE, *TINY, "--grid", "lr=1e-3,1e-4",
                  "--grid", "ent_coef=0,0.01", "--seeds", "2", "--logdir", str(tmp_path),

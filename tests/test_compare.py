@@ -447,12 +447,67 @@ def test_sb3_side_of_a_gymnasium_id(monkeypatch):
         model.get_env().close()
 
 
-def test_jaxppo_gymnasium_compare_end_to_end(tmp_path):
-    out = tmp_path / "cmp"
+def test_compare_on_a_busy_machine_states_its_threads_and_load(tmp_path, capsys, monkeypatch):
+    """A table measured under load says so, and names the threads each side computed with
+    (SB3's torch threads pinned, 1 by default, here 2: what its child process reports); its
+    folder is flat, as train's run dirs (the env id has a '/'); its progress lines rounded."""
+    import re
+
+    import jaxppo.compare.compare as cmp
+    from jaxppo.compare.fit import cores
+
+    _allow_envpool_ids(monkeypatch)
+    monkeypatch.setattr(cmp, "machine_load", lambda: cores() + 2.5)  # other work: busy
+    monkeypatch.chdir(tmp_path)
     argv = ["compare", "--config", CARTPOLE, "--steps", "256", "--repeats", "1", "--systems",
             "jaxppo,sb3-dummy", "--set", "env_id=gymnasium/CartPole-v1", "--set", "num_envs=2",
-            "--set", "num_steps=32", "--set", "hidden_sizes=[16]", "--out", str(out)]
+            "--set", "num_steps=32", "--set", "hidden_sizes=[16]", "--sb3-threads", "2"]
     assert main(argv) == 0
+    printed = capsys.readouterr().out
+    [out] = os.listdir(tmp_path / "runs")  # one level: runs/compare__gymnasium_CartPole-v1__...
+    assert out.startswith("compare__gymnasium_CartPole-v1__"), out
+    md = (tmp_path / "runs" / out / "compare.md").read_text()
+    busy = f"figures unreliable: load {cores() + 2.5:.1f} on {cores()} cores"
+    assert busy in md and busy in printed
+    assert "SB3's torch pinned to 2 per process (--sb3-threads)" in md
+    rows = {r["system"]: r for r in csv.DictReader(open(tmp_path / "runs" / out / "compare.csv"))}
+    assert rows["sb3-dummy"]["threads"] == "torch 2", rows
+    assert rows["jaxppo"]["threads"].startswith("XLA:CPU pool of ")
+    assert "| SB3 DummyVecEnv (2 envs) | torch 2 |" in md
+    finals = re.findall(r"solved: .*, final return (\S+)", printed)
+    assert len(finals) == 2 and all(re.fullmatch(r"-?\d+\.\d|-", f) for f in finals), finals
+
+
+def test_subproc_processes_that_cannot_fit_are_refused_before_any_run(tmp_path, capsys,
+                                                                      monkeypatch):
+    """64 SubprocVecEnv processes of ~0.45 GB on a 24 GB machine: one line naming --systems,
+    before any run starts and with no folder left."""
+    import jaxppo.compare.compare as cmp
+    import jaxppo.compare.fit as fit
+
+    gib = 1024**3
+    monkeypatch.setattr(cmp, "measure_sb3", lambda config, env=None: {
+        "worker": int(0.45 * gib), "main": int(0.6 * gib)})
+    monkeypatch.setattr(fit, "host_available", lambda: 20 * gib)
+    monkeypatch.setattr(cmp.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    out = tmp_path / "cmp"
+    code = main(["compare", "--config", os.path.join(ROOT, "configs", "minatar_breakout.yaml"),
+                 "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    for words in ("--systems", "64 processes", "leave it out (--systems "
+                  "jaxppo,jaxppo-seeds,sb3-dummy)", "num_envs"):
+        assert words in err[0], (words, err[0])
+    assert not out.exists()
+
+
+def test_the_subproc_size_is_measured():
+    """A SubprocVecEnv worker imports torch and this program's modules: tens of MB at least."""
+    from jaxppo.compare.fit import measure_sb3
+
+    size = measure_sb3(dataclasses.replace(ODD, num_envs=64, num_minibatches=8,
+                                           total_timesteps=3 * 64 * 32))
+    assert size["worker"] > 20 * 1024**2 and size["main"] > size["worker"], size
 
 
 @pytest.mark.parametrize("argv, culprit", [

@@ -263,7 +263,7 @@ def test_a_sweep_without_episodes_writes_none_not_zero(tmp_path):
     out = jaxppo.sweep(config, {"lr": [1e-3, 3e-4]}, seeds=1, logdir=str(tmp_path),
                        run_name="s", progress=False, tensorboard=False)
     assert [r["final_return_mean"] for r in out.rows] == [None, None]
-    assert all(line.split()[2] == "none" for line in out.table().splitlines()[1:])
+    assert all(line.split()[3] == "none" for line in out.table().splitlines()[1:])  # rank agent setting
     with open(os.path.join(out.run_dir, "sweep.csv")) as f:
         rows = list(csv.DictReader(f))
     assert [(r["final_return_mean"], r["final_return_std"]) for r in rows] == [("", "")] * 2

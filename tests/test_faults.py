@@ -886,3 +886,105 @@ def test_a_stalled_writer_is_an_error_not_a_wait_without_end():
     w.on_chunk("chunk")
     w.flush()
     w.on_end(None)
+
+
+# ---------------------------------------------------------------------------------------------
+# A stop signal at any moment: import, compile, between and inside chunks
+def test_a_signal_while_compiling_lets_xla_finish_then_stops_before_training(tmp_path,
+                                                                             monkeypatch,
+                                                                             tiny_config):
+    """JAX raises a Ctrl-C's KeyboardInterrupt inside XLA's compile, which then compiles on in
+    a thread of its own (the process crashed at exit: LLVM ERROR, free(): corrupted, -6/-11)
+    or, now and then, swallows it (the run trained to the end). The run holds the signal: the
+    compile ends, then the run stops before training, leaving nothing behind."""
+    from jaxppo.run.driver import Driver, StopNow
+
+    real, compiled = Driver.compile, []
+
+    def compile_with_a_signal(self, *a, **kw):
+        os.kill(os.getpid(), signal.SIGINT)
+        real(self, *a, **kw)
+        compiled.append(True)
+
+    monkeypatch.setattr(Driver, "compile", compile_with_a_signal)
+    with pytest.raises(StopNow) as e:
+        Experiment(tiny_config, logdir=str(tmp_path), run_name="r", progress=False).run()
+    assert compiled and (e.value.signum, e.value.when) == (signal.SIGINT, "while compiling")
+    assert os.listdir(tmp_path) == []  # nothing ran: no run directory is left
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_a_signal_while_a_chunk_runs_dispatches_no_further_chunk(tmp_path, monkeypatch,
+                                                                 tiny_config):
+    """A stop request is read before each dispatch: a signal while chunk 1 computes stops
+    the run after chunk 1, and chunk 2 is never started."""
+    from jaxppo.run.driver import Driver
+
+    real, dispatched = Driver._dispatch, []
+
+    def dispatch(self, *a):
+        out = real(self, *a)
+        dispatched.append(a[-1])
+        if len(dispatched) == 1:  # as if Ctrl-C came while this chunk computes
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+
+    monkeypatch.setattr(Driver, "_dispatch", dispatch)
+    result = Experiment(tiny_config, logdir=str(tmp_path), run_name="r", progress=False,
+                        chunk_updates=1).run()
+    assert result.status == "stopped" and result.stop_signal == signal.SIGTERM
+    assert result.update == 1 and dispatched == [0]
+    assert load_checkpoint(str(tmp_path / "r")).update == 1
+
+
+def _jaxlib_loaded(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            return "jaxlib" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/PID/maps")
+def test_ctrl_c_while_jaxppo_imports_is_one_line(tmp_path):
+    proc = child("train", "--config", CARTPOLE, *TINY, "--logdir", str(tmp_path))
+    t0 = time.time()
+    while not _jaxlib_loaded(proc.pid):  # importing JAX: jaxppo's import is under way
+        assert proc.poll() is None and time.time() - t0 < 120, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    one_line(err.strip().splitlines(), "interrupted; nothing was run")
+    assert os.listdir(tmp_path) == []
+
+
+# (the stdout line it follows, seconds after it, signal)
+MOMENTS = [("jaxppo:", 0.0, signal.SIGINT), ("compiling", 0.0, signal.SIGINT),
+           ("compiling", 0.4, signal.SIGTERM), ("compiling", 1.5, signal.SIGINT),
+           ("[", 0.0, signal.SIGINT), ("[", 0.3, signal.SIGHUP)]
+
+
+def test_a_signal_at_any_moment_stops_the_run_with_one_line(tmp_path):
+    """Signals at several moments of a real run (starting, compiling, training, a checkpoint
+    being written: every chunk saves one): each stops it with one line and exit 128 + N,
+    leaving no run directory (nothing ran) or one whose checkpoint resumes; never a
+    traceback, a crash at exit, or a run that trains on to the end."""
+    for i, (anchor, delay, sig) in enumerate(MOMENTS):
+        proc = child("train", "--config", CARTPOLE, *LONG, "--seeds", "2", "--logdir",
+                     str(tmp_path), "--run-name", f"r{i}", "--no-cache", "--checkpoint-every", "1")
+        for line in proc.stdout:
+            if line.startswith(anchor):
+                break
+        time.sleep(delay)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=600)
+        moment = f"{sig.name} {delay} s after {anchor!r}"
+        assert proc.returncode == 128 + sig, (moment, proc.returncode, err)
+        one_line(err.strip().splitlines(), sig.name)
+        run = tmp_path / f"r{i}"
+        if run.exists():  # it trained: stopped early, resumable
+            assert load_checkpoint(str(run)).update < LONG_UPDATES, moment
+            assert json.loads((run / "summary.json").read_text())["status"] == "stopped"
+        else:
+            assert "nothing" in err, (moment, err)

@@ -105,7 +105,10 @@ def test_a_pbt_sweep_resumes_its_exploits_and_evaluates_a_member(tmp_path, capsy
     assert exploits_before and max(exploits_before) <= 6
     code, err = run_cli(capsys, ["train", "--resume", run])  # a PBT sweep is the sweep's
     assert code == 2 and "jaxppo sweep --resume" in err[0]
+    tb = sorted(os.listdir(os.path.join(run, "tb")))  # named by the members' first settings
     resume(capsys, "sweep", run)
+    # today's PBT names its TensorBoard folders agent_000, ...; an older run goes on in its own
+    assert sorted(os.listdir(os.path.join(run, "tb"))) == tb
     assert load_checkpoint(run).update == UPDATES
     exploits = [int(r["update"]) for r in rows(run, "pbt.csv")]
     assert exploits[:len(exploits_before)] == exploits_before  # the old rows, kept

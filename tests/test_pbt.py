@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import assert_sweep_refused, run_cli
 
-from jaxppo import ConfigError, load_checkpoint, load_config, load_policy
+from jaxppo import ConfigError, Experiment, load_checkpoint, load_config, load_policy
 from jaxppo.cli import main
 from jaxppo.config import parse_overrides
 from jaxppo.core.rollout import EnvCarry
@@ -30,6 +30,7 @@ from jaxppo.search.pbt import (
     recent_return,
     space_from_record,
 )
+from jaxppo.search.strategies import controller_for
 from jaxppo.search.sweep import resume_sweep, sweep
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -245,6 +246,12 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
             else:
                 np.testing.assert_allclose(float(r[col]), np.mean(cells), rtol=1e-5)
 
+
+    # TensorBoard names each member as the tables do (by its id; its hyperparameters change)
+    exp = Experiment(ckpt.config, hparams=ckpt.record.settings, logdir=None,
+                     controller=controller_for(ckpt.config, ckpt.record, 4))
+    assert exp.run_names() == [f"agent_{m:03d}" for m in range(4)]
+
     # the best member is evaluable
     best = int(table[0]["runs"])
     policy = load_policy(run, seed=best)
@@ -420,3 +427,19 @@ def test_a_rescued_member_is_not_diverged_but_one_that_goes_non_finite_again_is(
     code, err = run_cli(capsys, ["sweep", "--resume", str(run), "--no-progress"])
     assert code == 0, err
     assert json.load(open(run / "summary.json"))["diverged_runs"] == again
+
+
+def test_the_console_table_names_each_member():
+    """Members on one final setting stay apart: each row names its agent (what `--agent M`
+    takes), and a one-seed row shows no spread (no "± 0.00")."""
+    from jaxppo.run.sweep_table import rank_settings
+    from jaxppo.search.table import SweepResult
+
+    same = {"lr": 0.00216459, "ent_coef": 0.0125251}
+    rows = rank_settings([same, {"lr": 0.001, "ent_coef": 0.01}, same], np.array([1.0, 3.0, 2.0]),
+                         np.zeros(3, bool), 1)
+    lines = SweepResult(rows, None, None).table().splitlines()
+    assert lines[0].split()[:3] == ["rank", "agent", "setting"]
+    assert [line.split()[1] for line in lines[1:]] == ["1", "2", "0"]
+    assert not any("±" in line for line in lines)
+    assert "agent 1: lr=0.001,ent_coef=0.01" in repr(SweepResult(rows, None, "runs/x"))

@@ -255,3 +255,21 @@ def test_an_empty_batch_acts_nothing_and_bad_arguments_are_one_line(cartpole, tm
         env_id="Pendulum-v1", num_envs=2, num_steps=8, num_minibatches=1, total_timesteps=16,
         hidden_sizes=(8,)))
     _one_line(lambda: pendulum.act(np.zeros(3), mask=[True]), "continuous", "mask=")
+
+
+def test_reprs_are_short(cartpole, tmp_path, tiny_config):
+    """A policy's repr printed every parameter (48,557 characters for CartPole), flooding a
+    notebook; now a policy and every result say what they are in a line."""
+    from jaxppo import Experiment, load_checkpoint, report
+
+    run, config, _, train = cartpole
+    policy = load_policy(run, seed=1)
+    result = Experiment(tiny_config, logdir=str(tmp_path), run_name="r", progress=False).run()
+    out = jax.jit(train)(jax.random.key(0))
+    shown = {"Policy": policy, "Checkpoint": load_checkpoint(run), "TrainOutput": out,
+             "EvalResult": evaluate(run, episodes=2), "RunResult": result,
+             "Report": report(str(tmp_path / "r"), tmp_path / "rep", reps=20)}
+    for name, obj in shown.items():
+        text = repr(obj)
+        assert text.startswith(f"{name}(") and len(text) < 200 and "\n" not in text, text
+    assert "run 1" in repr(policy) and "CartPole-v1" in repr(policy)

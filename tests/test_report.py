@@ -193,7 +193,7 @@ def test_a_sweep_is_one_group_per_setting(tmp_path):
     run = make_run(tmp_path / "sw", final=(1.0, 2.0, 5.0, 7.0), settings=settings)
     groups, _ = read_run(run)
     assert [(g.label, g.runs, g.scores.tolist()) for g in groups] == [
-        ("lr=0.001", [0, 1], [1.0, 2.0]), ("lr=0.0003", [2, 3], [5.0, 7.0])]
+        ("agents 0-1: lr=0.001", [0, 1], [1.0, 2.0]), ("agents 2-3: lr=0.0003", [2, 3], [5.0, 7.0])]
     rep = report(run, tmp_path / "out", reps=100)
     assert rep.data["aggregate"]["stats"]["mean"]["value"] == pytest.approx(3.75)
     os.remove(os.path.join(run, "summary.json"))
@@ -306,8 +306,10 @@ def test_a_static_sweep_directory_is_read_through_its_groups(tmp_path, capsys):
     (sweep / "summary.json").write_text(json.dumps({"status": "finished", "static_settings": 2}))
     rep = report(str(sweep), tmp_path / "out", reps=50)
     labels = [g["label"] for g in rep.data["groups"]]
-    assert labels == ["num_minibatches=2,lr=0.001", "num_minibatches=2,lr=0.0003",
-                      "num_minibatches=4,lr=0.001", "num_minibatches=4,lr=0.0003"]
+    assert labels == ["num_minibatches=2 / agents 0-1: lr=0.001",
+                      "num_minibatches=2 / agents 2-3: lr=0.0003",
+                      "num_minibatches=4 / agents 0-1: lr=0.001",
+                      "num_minibatches=4 / agents 2-3: lr=0.0003"]
     assert rep.data["groups"][2]["raw_scores"] == [50.0, 60.0]
     # a folder of runs none of which has anything yet names them, not "no summary.json"
     os.makedirs(tmp_path / "empty" / "000_a")
@@ -368,3 +370,68 @@ def test_the_legend_and_normalize_say_what_is_true(tmp_path, capsys):
     assert "no eval.json" not in table  # it has one; --source final chose not to use it
     one_line_exit_2(["report", run, "--normalize", "raw", "--normalize", "CartPole-v1=0,500"],
                     capsys, "raw cannot be given with --normalize ENV=LOW,HIGH")
+
+
+def test_members_with_one_setting_are_told_apart_everywhere(tmp_path, monkeypatch):
+    """PBT leaves several members on the same final hyperparameters: every label (table,
+    report.json, each figure's series) names the agent, so none is merged or mistaken for
+    another (the profile, keyed by label, lost members); every figure names the env."""
+    import jaxppo.reports.build as build
+
+    drawn = {}
+    for name in ("plot_intervals", "plot_sample_efficiency", "plot_profiles"):
+        monkeypatch.setattr(build, name, lambda path, what, scale, title, n=name: drawn.update(
+            {n: (what, title)}))
+    same = {"lr": 0.00216459, "ent_coef": 0.0125251}
+    settings = [same, {"lr": 0.001, "ent_coef": 0.01}, same, same]
+    run = make_run(tmp_path / "sw_pbt", final=(10.0, 20.0, 30.0, 40.0), settings=settings)
+    with open(os.path.join(run, "summary.json")) as f:
+        s = json.load(f)
+    s["search"] = {"strategy": "pbt", "population": 4}
+    with open(os.path.join(run, "summary.json"), "w") as f:
+        json.dump(s, f)
+    rep = report(run, tmp_path / "out", reps=50)
+    labels = [g["label"] for g in rep.data["groups"]]
+    assert labels == [f"agent {i}: lr={settings[i]['lr']:g},ent_coef={settings[i]['ent_coef']:g}"
+                      for i in range(4)]
+    assert len(set(labels)) == 4 and len(rep.data["profiles"]["groups"]) == 4
+    assert [c["label"] for c in rep.data["curves"]] == labels
+    table = rep.table()
+    for label in labels:
+        assert label in table
+    assert "[no CI: 1 seed per run or setting]" in table.splitlines()[-3]  # all runs: 4 seeds, 1 per run
+    assert any("PBT" in n and "final hyperparameters" in n for n in rep.data["notes"])
+    for name, (_, title) in drawn.items():
+        assert title.startswith("CartPole-v1: "), (name, title)
+    assert [r["label"] for r in drawn["plot_intervals"][0]][:4] == labels
+
+
+def test_halving_agents_say_how_far_they_trained_and_are_noted(tmp_path):
+    settings = [{"lr": 0.001}, {"lr": 0.002}, {"lr": 0.003}]
+    run = make_run(tmp_path / "hv", final=(10.0, 20.0, 30.0), settings=settings)
+    with open(os.path.join(run, "summary.json")) as f:
+        s = json.load(f)
+    s["ranked"] = [{"runs": [2], "updates": 12}, {"runs": [1], "updates": 6},
+                   {"runs": [0], "updates": 3}]
+    with open(os.path.join(run, "summary.json"), "w") as f:
+        json.dump(s, f)
+    groups, notes = read_run(run)
+    assert [(g.label, g.updates) for g in groups] == [
+        ("agent 0: lr=0.001", 3), ("agent 1: lr=0.002", 6), ("agent 2: lr=0.003", 12)]
+
+
+@pytest.mark.parametrize("n", [3, 16, 40])
+def test_every_series_has_its_own_style(n):
+    from jaxppo.plots import series_styles
+
+    styles = series_styles(n)
+    assert len({(str(s["color"]), s["ls"]) for s in styles}) == n
+
+
+def test_a_score_at_the_axis_limit_stays_off_the_spine():
+    from jaxppo.plots import padded_limits
+
+    lo, hi = padded_limits([68.0, 500.0, 500.0])
+    assert lo < 68.0 and hi > 500.0
+    lo, hi = padded_limits([0.0, 0.0])  # a gap of 0 for every run
+    assert lo < 0.0 < hi

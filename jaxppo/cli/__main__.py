@@ -1,7 +1,5 @@
 """`python -m jaxppo.cli ...`: the `jaxppo` command."""
 
-import sys
+from jaxppo.cli.app import entry
 
-from jaxppo.cli.app import main
-
-sys.exit(main())
+entry()

@@ -22,7 +22,10 @@ A verb is a module with `add_parser(sub)` (which sets `func`): add it to `VERBS`
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 
 import jaxppo.cli.compare as compare
 import jaxppo.cli.config as config
@@ -32,6 +35,8 @@ import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
+from jaxppo.process import SIGNALS, command_started, release_signals, work_abandoned
+from jaxppo.run.driver import StopNow
 from jaxppo.run.files import PipeSafe
 
 VERBS = (train, sweep, compare, evaluate, report, config)
@@ -70,12 +75,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _interrupt(signum, frame):
+    """SIGTERM and SIGHUP outside a run act as Ctrl-C does (a run holds them itself)."""
+    raise StopNow(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    started = command_started()
+    held = release_signals()  # one that came while jaxppo imported (the command's own)
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse itself exits 2 with one usage line on bad flags
-    setup_compilation_cache(not args.no_cache)
+    args.started = started
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {s: signal.signal(s, _interrupt) for s in SIGNALS if s != signal.SIGINT
+               and signal.getsignal(s) == signal.SIG_DFL}
     stdout, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
+        if held is not None:
+            raise StopNow(held)
+        setup_compilation_cache(not args.no_cache)
         return args.func(args)
     except (ConfigError, UsageError, CheckpointError, EnvError) as e:
         print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
@@ -85,13 +104,28 @@ def main(argv: list[str] | None = None) -> int:
               "give it fewer settings, seeds or episodes at once, or more memory",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # before a run started (a run's own interrupt: common.run_experiment)
+    except KeyboardInterrupt as e:  # before a run started (a run's own: common.run_experiment)
         print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
-        return 130
+        return 128 + getattr(e, "signum", signal.SIGINT)
     finally:
         sys.stdout.flush()  # while a closed reader is still caught
         sys.stdout = stdout
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
-__all__ = ["main", "build_parser"]
+def entry() -> None:
+    """The `jaxppo` command (console script and `python -m jaxppo.cli`): `main`, and its exit
+    status. After a compile abandoned by a second signal, XLA compiles on in a thread of its
+    own and Python's shutdown would crash under it (a core dump instead of 128 + N): the
+    process then ends at once, its output flushed."""
+    code = main()
+    if work_abandoned():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+__all__ = ["main", "entry", "build_parser"]
 

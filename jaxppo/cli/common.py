@@ -10,6 +10,7 @@ import errno
 import os
 import signal
 import sys
+import time
 
 import jax
 
@@ -127,10 +128,12 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
     fix = None
     try:
         return exp.run(), None
-    except KeyboardInterrupt as e:  # a second signal (StopNow), or Ctrl-C while compiling
+    except KeyboardInterrupt as e:  # a second signal, or one before training (StopNow)
         signum = getattr(e, "signum", signal.SIGINT)
+        name, when = signal.Signals(signum).name, getattr(e, "when", None)
         during = f" while {e.during}" if getattr(e, "during", None) else ""
-        problem, code = f"stopped at once by {signal.Signals(signum).name}{during}", 128 + signum
+        problem = f"stopped by {name} {when}" if when else f"stopped at once by {name}{during}"
+        code = 128 + signum
     except OSError as e:
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
@@ -173,6 +176,20 @@ def stopped(result, command: str, resume_dir: str | None = None) -> int | None:
               file=sys.stderr)
         return 128 + result.stop_signal
     return None
+
+
+def since_start(args) -> float:
+    """Seconds since the command started (the process's start: imports included)."""
+    return time.perf_counter() - getattr(args, "started", time.perf_counter())
+
+
+def timing_text(args, result) -> str:
+    """The last line's times: start-up (process start to the run's clock: imports, the env,
+    placing), compile, and the wall time since the command started, which holds them all."""
+    startup = max(0.0, result.started - getattr(args, "started", result.started))
+    compile_s = result.summary.get("compile_s") or 0.0
+    return (f"start-up {startup:.1f} s | compile {compile_s:.1f} s | wall {since_start(args):.1f} "
+            "s since the command started")
 
 
 def refuse_repair_log(args) -> None:

@@ -12,6 +12,7 @@ from jaxppo.cli.common import EXAMPLE_CONFIG, add_import_arg, add_no_cache, load
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.run.files import check_writable
+from jaxppo.run.rundir import flat_env_id
 
 
 def add_parser(sub) -> None:
@@ -26,6 +27,9 @@ def add_parser(sub) -> None:
                    help="vmapped seeds for the 'jaxppo-seeds' system (default 16)")
     c.add_argument("--systems", default=",".join(cmp.SYSTEMS),
                    help=f"comma-separated subset of {','.join(cmp.SYSTEMS)}")
+    c.add_argument("--sb3-threads", type=positive_int("--sb3-threads"), default=1,
+                   metavar="N", help="torch threads of each SB3 process (default 1: more "
+                   "threads wait on each other on a busy machine)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default=None, help="output directory (default runs/compare__...)")
     c.add_argument("--warm-cache", action="store_true",
@@ -45,10 +49,11 @@ def cmd_compare(args) -> int:
     if unknown or not systems:
         raise UsageError(f"--systems: unknown {unknown or 'empty list'}; choose from "
                          f"{','.join(cmp.SYSTEMS)}")
-    out_dir = args.out or os.path.join(
-        "runs", f"compare__{config.env_id}__{time.strftime('%Y%m%d-%H%M%S')}")
+    out_dir = args.out or os.path.join(  # flat, as train's run names
+        "runs", f"compare__{flat_env_id(config.env_id)}__{time.strftime('%Y%m%d-%H%M%S')}")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UsageError(f"--out {out_dir!r} is a file; pass a directory")
+    created = not os.path.exists(out_dir)
     try:  # before any run: an unwritable --out is found now, not after an hour of runs
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
@@ -58,10 +63,14 @@ def cmd_compare(args) -> int:
     try:
         md = cmp.compare_and_report(config, out_dir, repeats=args.repeats, seeds=args.seeds or 16,
                                     systems=systems, seed=args.seed, warm_cache=args.warm_cache,
+                                    sb3_threads=args.sb3_threads,
                                     echo=lambda m: print(m, flush=True))
     except RuntimeError as e:
         print(f"jaxppo compare: error: {e}", file=sys.stderr)
         return 1
+    finally:  # refused or interrupted before writing anything: no empty folder is left
+        if created and os.path.isdir(out_dir) and not os.listdir(out_dir):
+            os.rmdir(out_dir)
     print()
     print(md)
     print(f"wrote {out_dir}/compare.md, compare.csv, compare.png")

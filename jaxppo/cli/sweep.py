@@ -20,7 +20,9 @@ from jaxppo.cli.common import (
     run_experiment,
     say_rebuilt,
     setup_devices,
+    since_start,
     stopped,
+    timing_text,
 )
 from jaxppo.cli.config import list_config
 from jaxppo.errors import UsageError
@@ -117,7 +119,7 @@ def cmd_sweep(args) -> int:
                    "divergences)")
     if result.rebuilt:
         return 0
-    print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total, wall {s['wall_s']:.1f} s")
+    print(f"{exp.num_runs} agents, {s['sps']:,.0f} SPS in total | {timing_text(args, result)}")
     return 0
 
 
@@ -170,5 +172,5 @@ def _static_sweep(sw: StaticSweep, args) -> int:
             return 3
         print_note(f"{n_bad} of {sw.num_runs} agents diverged; the first: {what}; {fix}")
     print(f"{sw.num_runs} agents in {n} programs ({n} static settings; {todo} compiled in this "
-          f"session), wall {s['wall_s']:.1f} s")
+          f"session), wall {since_start(args):.1f} s since the command started")
     return 0

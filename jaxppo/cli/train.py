@@ -15,6 +15,7 @@ from jaxppo.cli.common import (
     say_rebuilt,
     setup_devices,
     stopped,
+    timing_text,
 )
 from jaxppo.cli.config import list_config
 from jaxppo.errors import UsageError
@@ -63,9 +64,13 @@ def cmd_train(args) -> int:
     if code is not None or not is_main_process():
         return code or 0
     s = result.summary
-    if result.solved:
-        print(f"{exp.config.env_id} solved in {result.solved['wall_s']:.1f} s after "
-              f"{result.solved['episodes']:,.0f} episodes ({result.solved['env_steps']:,} steps)")
-    print(f"final return: {final_return_text(s)} | {s['sps']:,.0f} SPS "
-          f"| compile {s['compile_s']:.1f} s | wall {s['wall_s']:.1f} s")
+    if result.solved:  # its wall_s counts from the run's clock (before compiling)
+        solved = result.solved
+        since = ("" if args.resume else  # else its clock began in an earlier session
+                 f"; {max(0.0, result.started - args.started) + solved['wall_s']:.1f} s since "
+                 "the command started")
+        print(f"{exp.config.env_id} solved in {solved['wall_s']:.1f} s after "
+              f"{solved['episodes']:,.0f} episodes ({solved['env_steps']:,} steps){since}")
+    print(f"final return: {final_return_text(s)} | {s['sps']:,.0f} SPS | "
+          f"{timing_text(args, result)}")
     return 0

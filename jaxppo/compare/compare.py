@@ -19,25 +19,33 @@ the difference is removed on the jaxppo side and printed (`comparable_config`).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxppo._xla import setup_compilation_cache
+from jaxppo.compare.fit import (
+    check_subproc_fits,
+    cores,
+    load_note,
+    machine_load,
+    measure_sb3,
+    process_bytes,
+    usable_cores,
+)
+from jaxppo.compare.table import add_ratios, aggregate, label, write_outputs
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
 from jaxppo.machine import describe
-from jaxppo.plots import has_bar, plot_compare
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.stats import SolveTracker, solve_threshold
 
@@ -213,7 +221,8 @@ def _run_jaxppo(config: PPOConfig, seeds: int, seed: int, t0: float) -> dict:
     run_s = time.perf_counter() - t0 - setup
     solved = result.solved
     return {"setup_s": setup, "run_s": run_s, "env_steps": config.env_steps * seeds,
-            "sps": config.env_steps * seeds / run_s,
+            "sps": config.env_steps * seeds / run_s, "threads": usable_cores(),
+            "platform": jax.default_backend(),
             "solve_s": before + solved["wall_s"] if solved else None,
             "solve_steps": solved["env_steps"] if solved else None,
             "final_return": result.summary["final_return_mean"]}  # None: no episode ended
@@ -246,8 +255,11 @@ def _run_sb3(config: PPOConfig, subproc: bool, seed: int, t0: float) -> dict:
     model.learn(total_timesteps=config.env_steps, callback=Track())
     run_s = time.perf_counter() - t0 - setup
     model.get_env().close()
+    import torch
+
     return {"setup_s": setup, "run_s": run_s, "env_steps": config.env_steps,
-            "sps": config.env_steps / run_s, "solve_s": state["solve_s"],
+            "sps": config.env_steps / run_s, "threads": torch.get_num_threads(),
+            "solve_s": state["solve_s"],
             "solve_steps": state["solve_steps"], "final_return": state["final"]}
 
 
@@ -263,28 +275,40 @@ def run_system(system: str, config: PPOConfig, seeds: int, seed: int) -> dict:
     raise ValueError(f"unknown system {system!r}")
 
 
+def measure_subproc(config: PPOConfig, seed: int = 0) -> dict:
+    """{"worker": bytes, "main": bytes}: one `SubprocVecEnv` worker of `config`'s env (each
+    imports torch and this program's modules), and the SB3 process with its rollout buffer
+    scaled to `num_envs` (float32 observations, n_steps x n_envs)."""
+    one = dataclasses.replace(config, num_envs=1, num_minibatches=1)
+    model = make_sb3(one, subproc=True, seed=seed)
+    env = inner = model.get_env()
+    env.reset()
+    while hasattr(inner, "venv"):  # VecNormalize, VecFrameStack
+        inner = inner.venv
+    worker, main = process_bytes(inner.processes[0].pid), process_bytes(os.getpid())
+    env.close()
+    buffer = (config.num_envs - 1) * config.num_steps * 4 * int(
+        np.prod(model.observation_space.shape))
+    return {"worker": worker, "main": None if main is None else main + buffer}
+
+
 def _worker(argv: list[str]) -> None:
-    """`python -m jaxppo.compare.compare SYSTEM CONFIG_JSON SEEDS SEED`: one JSON line on stdout."""
-    system, config_json, seeds, seed = argv
-    if system.startswith("sb3"):
+    """`python -m jaxppo.compare.compare SYSTEM CONFIG_JSON SEEDS SEED [SB3_THREADS]`: one
+    JSON line on stdout (SYSTEM `measure`: `measure_subproc`'s)."""
+    system, config_json, seeds, seed, *threads = argv
+    if system.startswith("sb3") or system == "measure":
         import torch
 
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(int(threads[0]) if threads else 1)
     config = PPOConfig(**json.loads(config_json))
+    if system == "measure":
+        print(json.dumps(measure_subproc(config, int(seed))), flush=True)
+        return
     print(json.dumps(run_system(system, config, int(seeds), int(seed))), flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
 # the parent: interleave, aggregate, report
-def label(system: str, config: PPOConfig, seeds: int) -> str:
-    return {
-        "jaxppo": "jaxppo, 1 seed",
-        "jaxppo-seeds": f"jaxppo, {seeds} vmapped seeds",
-        "sb3-dummy": f"SB3 DummyVecEnv ({config.num_envs} envs)",
-        "sb3-subproc": f"SB3 SubprocVecEnv ({config.num_envs} procs)",
-    }[system]
-
-
 def versions(env_id: str = "CartPole-v1") -> str:
     out = []
     extra = {"minatar": ("minatar",), "atari": ("ale-py",)}.get(env_kind(env_id), ())
@@ -304,109 +328,55 @@ def check_installed(env_id: str) -> None:
 
 
 def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, ...], seed: int,
-            warm_cache: bool, echo=print) -> tuple[list[dict], list[str]]:
+            warm_cache: bool, sb3_threads: int = 1, echo=print) -> tuple[list[dict], list[str]]:
     """Run every system `repeats` times (interleaved, each in a child process); return one row
-    per system with medians, and the notes on how the configs were made identical."""
+    per system with medians, and the notes on how the configs were made identical and on the
+    machine's load. A `sb3-subproc` whose processes cannot fit in memory is refused first."""
     if any(s.startswith("sb3") for s in systems):
         check_installed(config.env_id)
     config, notes = comparable_config(config)
+    # SB3's torch threads pinned (`sb3_threads`), in its env processes too; jaxppo's XLA:CPU
+    # uses its own pool, one thread per core.
+    pinned = {k: str(sb3_threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    if "sb3-subproc" in systems:
+        check_subproc_fits(config, systems, measure_sb3(config, {**os.environ, **pinned}))
     env = dict(os.environ)
     if not warm_cache:  # a cold compile is what a new user pays: count it
         env["JAXPPO_COMPARE_NO_CACHE"] = "1"
     runs: dict[str, list[dict]] = {s: [] for s in systems}
     threshold = solve_threshold(config.env_id)
     payload = json.dumps(config.to_dict())
+    loads = []
     for k in range(repeats):
         for system in systems:
             echo(f"[{k + 1}/{repeats}] {label(system, config, seeds)} ...")
             # SB3's side touches JAX only to read gymnax's MinAtar time limit: keep it off the
             # accelerator (no GPU memory grabbed, no device start-up in its setup time).
-            child_env = {**env, "JAX_PLATFORMS": "cpu"} if system.startswith("sb3") else env
+            child_env = ({**env, **pinned, "JAX_PLATFORMS": "cpu"} if system.startswith("sb3")
+                         else env)
+            loads.append(machine_load())  # before the run: the other work on the machine
             proc = subprocess.run([sys.executable, "-m", "jaxppo.compare.compare", system, payload,
-                                   str(seeds), str(seed + k)], capture_output=True, text=True,
-                                  env=child_env)
+                                   str(seeds), str(seed + k), str(sb3_threads)],
+                                  capture_output=True, text=True, env=child_env)
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
-            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            result = {**json.loads(proc.stdout.strip().splitlines()[-1]), "load": loads[-1]}
             runs[system].append(result)
             solve = (f"{result['solve_s']:.1f} s" if result["solve_s"] is not None
                      else "not solved" if threshold is not None else "no threshold")
+            final = result["final_return"]
             echo(f"      setup {result['setup_s']:.1f} s, {result['sps']:,.0f} SPS, "
-                 f"solved: {solve}, final return {result['final_return']}")
+                 f"solved: {solve}, final return "
+                 f"{'- (no episode ended)' if final is None else f'{final:.1f}'}")
+    busy = load_note(loads)
     return [aggregate(system, runs[system], config, seeds, threshold is not None)
-            for system in systems], notes
-
-
-def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
-              has_threshold: bool = True) -> dict:
-    """One table row: medians over the repeats; solve columns only where the env has a
-    threshold (None/"-" otherwise: "not solved" would claim a bar that does not exist)."""
-    med = lambda key: statistics.median(r[key] for r in results)  # noqa: E731
-    solves = [r["solve_s"] for r in results if r["solve_s"] is not None]
-    finals = [r["final_return"] for r in results if r["final_return"] is not None]
-    return {
-        "system": system,
-        "label": label(system, config, seeds),
-        "repeats": len(results),
-        "setup_s": med("setup_s"),
-        "run_s": med("run_s"),
-        "sps": med("sps"),
-        "solve_s": statistics.median(solves) if len(solves) == len(results) else None,
-        "has_threshold": has_threshold,
-        "solved": f"{len(solves)}/{len(results)}" if has_threshold else "-",
-        "final_return": statistics.mean(finals) if finals else None,
-    }
-
-
-def add_ratios(rows: list[dict]) -> None:
-    """SPS of each system over each SB3 variant's (the headline ×)."""
-    for ref in ("sb3-dummy", "sb3-subproc"):
-        base = next((r for r in rows if r["system"] == ref), None)
-        for r in rows:
-            r[f"sps_x_{ref}"] = r["sps"] / base["sps"] if base else None
-
-
-def _fmt(v, spec: str, none: str = "-") -> str:
-    return none if v is None else format(v, spec)
-
-
-def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
-    lines = [header, "",
-             "| system | setup/compile (s) | SPS (median) | × SB3 Dummy | × SB3 Subproc | "
-             "time to solve incl. setup (s) | solved | final return |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(
-            f"| {r['label']} | {r['setup_s']:.1f} | {r['sps']:,.0f} | "
-            f"{_fmt(r.get('sps_x_sb3-dummy'), ',.1f')} | {_fmt(r.get('sps_x_sb3-subproc'), ',.1f')} | "
-            f"{_fmt(r['solve_s'], '.1f', 'not solved' if has_bar(r) else '-')} | "
-            f"{r['solved']} | "
-            f"{_fmt(r['final_return'], '.1f')} |")
-    lines += ["", *[f"- {n}" for n in notes]]
-    return "\n".join(lines) + "\n"
-
-
-def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list[str],
-                  header: str) -> str:
-    os.makedirs(out_dir, exist_ok=True)
-    md = table_markdown(rows, notes, header)
-    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
-        f.write(md)
-    keys = list(rows[0])
-    with open(os.path.join(out_dir, "compare.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(config.to_dict(), f, indent=2)
-    plot_compare(os.path.join(out_dir, "compare.png"), rows, f"{config.env_id}, "
-                 f"{config.env_steps:,} steps")
-    return md
+            for system in systems], notes + ([busy] if busy else [])
 
 
 def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: int,
-                       systems: tuple[str, ...], seed: int, warm_cache: bool, echo=print) -> str:
+                       systems: tuple[str, ...], seed: int, warm_cache: bool,
+                       sb3_threads: int = 1, echo=print) -> str:
     """`jaxppo compare`: say how the configs were made identical, run every system, write
     compare.md/.csv/.png into `out_dir`; returns the markdown table."""
     same, notes = comparable_config(config)
@@ -415,11 +385,16 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
     for n in notes:
         echo(f"note: {n}")
     rows, notes = compare(config, repeats=repeats, seeds=seeds, systems=systems, seed=seed,
-                          warm_cache=warm_cache, echo=echo)
+                          warm_cache=warm_cache, sb3_threads=sb3_threads, echo=echo)
     add_ratios(rows)
     cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
+    loads = [r["load"] for r in rows if r.get("load") is not None]
+    load = (f"; load before runs at most {max(loads):.1f} on {cores()} cores" if loads else "")
+    threads = (f"; threads: SB3's torch pinned to {sb3_threads} per process (--sb3-threads), "
+               f"jaxppo's XLA:CPU (on the CPU) one per core it may use ({usable_cores()})")
     header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {repeats} "
-              f"interleaved repeat(s); {describe()}; {versions(config.env_id)}; jaxppo: {cache}")
+              f"interleaved repeat(s); {describe()}; {versions(config.env_id)}; jaxppo: {cache}"
+              f"{threads}{load}")
     return write_outputs(out_dir, rows, same, notes, header)
 
 

@@ -38,6 +38,7 @@ from jaxppo.core.shuffle import epoch_permutations
 from jaxppo.envs import VecEnv
 from jaxppo.envs.registry import CUSTOM_PREFIX
 from jaxppo.errors import ConfigError
+from jaxppo.labels import tree_text
 
 RESTART_SALT = 0x5E5E7
 """Folded into a run's key for the env reset of a resumed host-env run (`restart_episodes`)."""
@@ -93,6 +94,12 @@ class TrainOutput(NamedTuple):
     train_state: TrainState
     metrics: dict[str, jax.Array]
     runner_state: RunnerState
+
+    def __repr__(self) -> str:
+        shape = next((tuple(v.shape) for v in self.metrics.values()), ())
+        return (f"TrainOutput(train_state: {tree_text(self.train_state)}, metrics: "
+                f"{len(self.metrics)} of shape {shape}, runner_state: "
+                f"{tree_text(self.runner_state)})")
 
 
 def make_optimizer(hp: Hparams, config: PPOConfig) -> optax.GradientTransformation:

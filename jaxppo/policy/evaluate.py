@@ -12,6 +12,7 @@ import numpy as np
 
 from jaxppo.envs import VecEnv
 from jaxppo.errors import UsageError
+from jaxppo.labels import returns_text
 from jaxppo.policy.diverged import diverged_agents
 from jaxppo.policy.episodes import (
     evaluate_runs,
@@ -65,6 +66,13 @@ class EvalResult(NamedTuple):
     # returns are NaN, it has no mean and eval.json holds nulls for it
     diverged: dict[int, str] | None = None
     diverged_included: bool = False
+
+    def __repr__(self) -> str:
+        r, e = np.shape(self.returns)
+        mean = [m for m in self.mean_per_run() if m is not None]
+        how = "deterministic" if self.deterministic else "sampled"
+        return (f"EvalResult({self.env_id}, {r} run(s) x {e} episodes, {how}, update "
+                f"{self.update}, mean return per run {returns_text(mean)})")
 
     @property
     def scored(self) -> np.ndarray:

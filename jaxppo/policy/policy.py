@@ -24,6 +24,7 @@ from jaxppo.core.networks import is_recurrent, make_network
 from jaxppo.core.train import TrainState
 from jaxppo.envs import VecEnv
 from jaxppo.errors import UsageError
+from jaxppo.labels import tree_text
 from jaxppo.policy.diverged import DivergedAgent, diverged_agents, diverged_refusal
 from jaxppo.policy.episodes import (
     cached,
@@ -78,6 +79,13 @@ class Policy(NamedTuple):
     env: Any = None
     env_params: Any = None
     trained_updates: int | None = None
+
+    def __repr__(self) -> str:
+        c = self.config
+        env = c.env_id if self.env is None else f"{type(self.env).__name__} ({c.env_id})"
+        return (f"Policy({env}, run {self.seed}, update {self.update}, {c.network} "
+                f"{c.torso} {list(c.hidden_sizes)} {c.activation}, params: "
+                f"{tree_text(self.train_state.params)})")
 
     @property
     def recurrent(self) -> bool:

@@ -58,6 +58,12 @@ class Report(NamedTuple):
     data: dict
     out: str | None
 
+    def __repr__(self) -> str:
+        agg = self.data.get("aggregate")
+        iqm = ((agg or {}).get("stats") or {}).get("iqm") or {}
+        across = "" if iqm.get("value") is None else f", IQM across them {iqm['value']:.4g}"
+        return f"Report({len(self.data['groups'])} group(s){across}, out={self.out!r})"
+
     def table(self) -> str:
         """The table `jaxppo report` prints: per run (or setting) and across them.
 
@@ -73,7 +79,7 @@ class Report(NamedTuple):
         # rows trained for different numbers of updates (a halving sweep's rungs, static groups
         # of other budgets) say how far each went
         ragged = len({r.get("updates") for r in self.data["groups"]}) > 1
-        head = ("run / setting", *(("updates",) if ragged else ()), "seeds", "source", "mean",
+        head = ("run / agents: setting", *(("updates",) if ragged else ()), "seeds", "source", "mean",
                 "median", "IQM [95% CI]", f"{gap_head} [95% CI]")
         lines = [head]
         for r in rows:
@@ -315,9 +321,15 @@ def write(data: dict, groups: list[Group], out: str) -> None:
                      json.dumps(data, indent=1, allow_nan=False))
         scale = "normalised score" if isinstance(data["normalize"], dict) else "return"
         rows = [r for r in [*data["groups"], data["aggregate"]] if r and r["stats"]]
-        plot_intervals(os.path.join(out, "aggregate.png"), rows, scale)
-        plot_sample_efficiency(os.path.join(out, "curves.png"), data["curves"], scale)
-        plot_profiles(os.path.join(out, "profile.png"), data["profiles"], scale)
+        envs = sorted({r["env_id"] for r in data["groups"]})
+        env = envs[0] if len(envs) == 1 else f"{len(envs)} envs ({', '.join(envs)})"
+        source = "+".join(sorted({r["source"] for r in data["groups"]}))
+        plot_intervals(os.path.join(out, "aggregate.png"), rows, scale,
+                       f"{env}: per-seed scores from {source}, 95% CIs")
+        plot_sample_efficiency(os.path.join(out, "curves.png"), data["curves"], scale,
+                               f"{env}: training return, IQM over seeds")
+        plot_profiles(os.path.join(out, "profile.png"), data["profiles"], scale,
+                      f"{env}: performance profile")
     except OSError as e:
         raise UsageError(f"cannot write the report to '{out}' ({e.strerror or e}); pass a "
                          "writable --out") from None

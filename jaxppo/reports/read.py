@@ -17,9 +17,10 @@ import numpy as np
 import yaml
 
 from jaxppo.errors import UsageError
-from jaxppo.labels import setting_label
+from jaxppo.labels import agents_label
 from jaxppo.run.files import lock_holder
 from jaxppo.run.logs.metrics_csv import forward_fill, read_metrics_csv
+from jaxppo.search.halving import is_halving, run_updates
 from jaxppo.search.static_sweep import PLAN as STATIC_PLAN
 
 SOURCES = {"eval.json": "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
@@ -127,12 +128,18 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                          "run to rebuild it")
     env_id = _env_id(run_dir, summary)
     metrics_path = os.path.join(run_dir, "metrics.csv")
-    metrics = _read_metrics(run_dir) if os.path.exists(metrics_path) else {}
+    # a halving sweep's stopped agents have no rows past their rung: every update is read,
+    # and their curves end where they stopped (not the others' where the first one stopped)
+    ragged = is_halving((summary or {}).get("search"))
+    metrics = _read_metrics(run_dir, ragged) if os.path.exists(metrics_path) else {}
     if not os.path.exists(metrics_path):
         notes.append(f"{run_dir}: no metrics.csv, so no sample-efficiency curve")
     curve = (forward_fill(metrics["episodic_return"], metrics["episodes"]) if metrics
              else None)
-    steps = metrics["env_steps"][0] if metrics else None
+    if ragged and curve is not None:
+        curve[np.isnan(metrics["update"])] = np.nan
+    steps = np.nanmax(metrics["env_steps"], axis=0) if metrics else None
+    last = int(np.nanmax(metrics["update"])) if metrics else None
     eval_path = os.path.join(run_dir, "eval.json")
     if source == "eval" and not os.path.exists(eval_path):
         raise UsageError(f"'{run_dir}' has no eval.json; run jaxppo eval {run_dir} first, or "
@@ -145,7 +152,6 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         if info["env_id"] not in (None, env_id):
             raise UsageError(f"'{eval_path}' evaluated {info['env_id']}, but the run trained on "
                              f"{env_id}; re-run jaxppo eval {run_dir}")
-        last = int(metrics["update"][0, -1]) if metrics else None
         if last is not None and isinstance(info["update"], int) and info["update"] < last:
             notes.append(f"{run_dir}: eval.json was played at update {info['update']}; the run "
                          f"has since reached update {last} (re-run jaxppo eval for the latest "
@@ -188,8 +194,15 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                          f"agent's setting; rebuild it with: jaxppo sweep --resume {run_dir}")
     if trained is None and summary is not None and isinstance(summary.get("ranked"), list):
         trained = _ranked_updates(summary["ranked"], len(scores))
+    if trained is None and ragged and last is not None:  # stopped before its ranked table
+        try:
+            trained = [int(u) for u in run_updates(summary["search"], len(scores)
+                                                   // max(1, len(settings or [0])), last)]
+        except (KeyError, TypeError, ValueError, IndexError):
+            trained = None
+        trained = trained if trained is not None and len(trained) == len(scores) else None
     if trained is None:  # every agent as far as the run went
-        went = (int(metrics["update"][0, -1]) if metrics else
+        went = (last if metrics else
                 (info["update"] if used == "eval.json" and isinstance(info["update"], int)
                  else None))
         trained = [went] * len(scores)
@@ -204,10 +217,14 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     groups = []
     for g, s in enumerate(settings):
         runs = list(range(g * seeds, (g + 1) * seeds))
-        groups.append(Group(setting_label(s), run_dir, env_id, dict(s), runs, scores[runs], used,
-                            steps, None if curve is None else curve[runs],
+        groups.append(Group(agents_label(runs, s), run_dir, env_id, dict(s), runs, scores[runs],
+                            used, steps, None if curve is None else curve[runs],
                             tuple(r for r in runs if r in diverged),
                             _one([trained[r] for r in runs])))
+    if (summary.get("search") or {}).get("strategy") == "pbt":
+        notes.append(f"{run_dir}: a PBT sweep: each member's hyperparameters changed while it "
+                     "trained and its learner was copied from better members at exploits "
+                     "(hparams.csv, pbt.csv); the labels show its final hyperparameters")
     return groups, notes
 
 
@@ -243,7 +260,7 @@ def _read_static_sweep(sweep_dir: str, source: str) -> tuple[list[Group], list[s
             empty.append(name)  # a group not started yet
             continue
         static = name.split("_", 1)[1] if name[:3].isdigit() and "_" in name else name
-        groups += [g._replace(label=f"{static},{g.label}" if g.setting is not None else static,
+        groups += [g._replace(label=f"{static} / {g.label}" if g.setting is not None else static,
                               setting=({"group": name, **g.setting} if g.setting is not None
                                        else {"group": name}))
                    for g in inner]
@@ -281,13 +298,13 @@ def no_scores(run_dir: str) -> str:
             "directory?")
 
 
-def _read_metrics(run_dir: str) -> dict[str, np.ndarray]:
+def _read_metrics(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray]:
     """metrics.csv through the logger's reader; a damaged or unreadable file is one line."""
     path = os.path.join(run_dir, "metrics.csv")
     fix = ("move it away (e.g. to metrics.csv.damaged) to report this run without its "
            "sample-efficiency curve")
     try:
-        return read_metrics_csv(run_dir)
+        return read_metrics_csv(run_dir, ragged)
     except UsageError as e:
         raise UsageError(f"{e}; {fix}") from None
     except OSError as e:

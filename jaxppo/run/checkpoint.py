@@ -26,7 +26,7 @@ from jaxppo.core.train import make_train
 from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.keys import is_key, to_host
-from jaxppo.labels import listed
+from jaxppo.labels import listed, tree_text
 from jaxppo.run.files import remove_stale_temps, write_atomic
 from jaxppo.run.record import RunRecord
 
@@ -248,6 +248,11 @@ class Checkpoint:
         running account, a sweep's settings and search, the `env=` instance's description, the
         search controller's state and the log's gaps (`jaxppo.run.record.RunRecord`)."""
         return RunRecord.from_extra(self.extra)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Checkpoint({c.env_id}, update {self.update}/{c.num_updates}, "
+                f"{self.num_runs} run(s), runner state: {tree_text(self.runner_state)})")
 
 
 def load_checkpoint(path: str | os.PathLike, *, env: Any = None,

@@ -39,6 +39,10 @@ class Controller:
     """Every setting trains on the same seeds' keys (common random numbers); False: every run
     its own key (PBT's members)."""
 
+    changes_hparams: bool = False
+    """A run's hyperparameters change while it trains (PBT's explore): its logs are named by
+    the agent, not by the setting it started with."""
+
     # -- Experiment's side ---------------------------------------------------------------
     def start(self, run_dir: str | None, start_update: int, saved: dict | None) -> Any:
         """Begin (`saved` None) or continue from a checkpoint's `state()`; the `Hparams` the

@@ -25,6 +25,7 @@ from jaxppo._xla import compiler_options
 from jaxppo.config import divisors
 from jaxppo.core.train import RunnerState
 from jaxppo.keys import keys_as_data
+from jaxppo.process import abandoned
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import gather
 from jaxppo.run.placement import RunInputs
@@ -41,11 +42,12 @@ def pick_chunk(num_updates: int, target_chunks: int = TARGET_CHUNKS) -> int:
 
 
 class StopNow(KeyboardInterrupt):
-    """A second stop signal: stop at once, not at the chunk boundary."""
+    """Stop at once, not at a chunk boundary: a second stop signal, or one that came before
+    training started (`when`: "while compiling", ...; None: a second signal)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, when: str | None = None):
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+        self.signum, self.when = signum, when
 
 
 def chunk_lengths(num_updates: int, chunk_updates: int, start_update: int = 0) -> list[int]:
@@ -56,8 +58,9 @@ def chunk_lengths(num_updates: int, chunk_updates: int, start_update: int = 0) -
 
 
 class StopFlag:
-    """Set by SIGINT, SIGTERM or SIGHUP (a closed terminal); checked at chunk boundaries so the
-    stop is clean and resumable. A second signal stops at once (KeyboardInterrupt)."""
+    """Set by SIGINT, SIGTERM or SIGHUP (a closed terminal); checked before and after each
+    chunk so the stop is clean and resumable. A second signal stops at once (`StopNow`, a
+    KeyboardInterrupt)."""
 
     SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
                     if s is not None)
@@ -69,9 +72,10 @@ class StopFlag:
     def __enter__(self):
         for sig in self.SIGNALS:
             try:
-                self._old[sig] = signal.signal(sig, self._handle)
+                old = signal.signal(sig, self._handle)
             except ValueError:  # not the main thread: leave signals alone
-                pass
+                continue
+            self._old[sig] = old
         return self
 
     def _handle(self, signum, frame):
@@ -125,14 +129,19 @@ class Driver:
         False: a state is given) and each chunk length the run still needs; time it."""
         t0 = time.perf_counter()
         opts = compiler_options(jax.default_backend())
-        if init:
-            self._init = self.placement.init_program(inputs).lower(*inputs).compile(
-                compiler_options=opts)
-        template = self.template(inputs)
-        for n in sorted(set(chunk_lengths(self.num_updates, self.chunk_updates, start_update))):
-            program = self.placement.run_program(inputs, n, donate=self.donate)
-            self._programs[n] = program.lower(template, inputs.hparams).compile(
-                compiler_options=opts)
+        try:
+            if init:
+                self._init = self.placement.init_program(inputs).lower(*inputs).compile(
+                    compiler_options=opts)
+            template = self.template(inputs)
+            for n in sorted(set(chunk_lengths(self.num_updates, self.chunk_updates,
+                                              start_update))):
+                program = self.placement.run_program(inputs, n, donate=self.donate)
+                self._programs[n] = program.lower(template, inputs.hparams).compile(
+                    compiler_options=opts)
+        except KeyboardInterrupt:  # JAX raised it while XLA compiles on, in a thread of its own
+            abandoned("XLA's compile")
+            raise
         self.compile_s = time.perf_counter() - t0
 
     @property
@@ -155,13 +164,15 @@ class Driver:
 
     def run(self, runner: RunnerState, hparams, start_update: int,
             on_chunk: Callable[[RunnerState, ChunkResult], bool], t_start: float,
-            controller: Controller | None = None) -> RunnerState:
+            controller: Controller | None = None,
+            stop: Callable[[], bool] | None = None) -> RunnerState:
         """Step chunk by chunk from `start_update` to the end; `on_chunk` returns False to stop.
         A stop after chunk k returns chunk k's state; a chunk already in flight is dropped.
         With donation, chunk k's state reaches `on_chunk` as a host copy (keys as raw data).
         A `controller` sees every chunk, and at its `due` updates the pipeline drains: it
         replaces the state and hparams before the next chunk starts (and before `on_chunk`,
-        which then sees the new state while that chunk runs)."""
+        which then sees the new state while that chunk runs). `stop() -> True` (a stop
+        signal came): no further chunk is dispatched; `on_chunk` then says stop."""
         lengths = iter(chunk_lengths(self.num_updates, self.chunk_updates, start_update))
         update = start_update
         inflight: _InFlight | None = None
@@ -169,6 +180,8 @@ class Driver:
         while True:
             nxt = None
             n = next(lengths, None)
+            if n is not None and inflight is not None and stop is not None and stop():
+                n = None  # chunk k's `on_chunk` stops the run: dispatch nothing more
             done_runner = None if inflight is None else inflight.runner
             hold = (controller is not None and inflight is not None
                     and controller.due(inflight.update))

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxppo.config import PPOConfig
+from jaxppo.labels import returns_text
 from jaxppo.run.stats import RunStats
 
 
@@ -66,9 +67,9 @@ class RunInfo:
 
     config: PPOConfig
     num_runs: int
-    run_names: list[str]
-    run_dir: str | None
-    start_update: int
+    run_names: list[str]  # one per run (labels.run_names): seed_<i>, <g>_<setting>_seed<i>, agent_<i>
+    run_dir: str | None  # None: a run without files
+    start_update: int  # > 0 when resumed
     seed: int
     settings: list[dict] | None
     chunk_updates: int
@@ -192,6 +193,12 @@ class RunResult:
     def env_steps(self) -> int:
         """Environment steps per run: `update * config.batch_size`."""
         return self.update * self.config.batch_size
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"RunResult({c.env_id}, {self.status}, update {self.update}/{c.num_updates}, "
+                f"{self.num_runs} run(s), final return {returns_text(self.final_return)}, "
+                f"run_dir={self.run_dir!r})")
 
 
 class Callback:

@@ -20,8 +20,8 @@ from jaxppo.envs import HostVecEnv
 from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.labels import setting_label
-from jaxppo.run.callbacks import Checkpointer, Progress
+from jaxppo.labels import run_names
+from jaxppo.run.builtins import run_callbacks
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import is_main_process, make_mesh
@@ -31,7 +31,6 @@ from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
 from jaxppo.run.faults import host_fault
 from jaxppo.run.files import RunLock, check_run_name, free_name
 from jaxppo.run.logs.csv_logger import CsvLogger
-from jaxppo.run.logs.tensorboard import TensorBoardLogger
 from jaxppo.run.loop import RunLoop, end_all
 from jaxppo.run.memory import check_run_count
 from jaxppo.run.placement import make_placement
@@ -40,8 +39,7 @@ from jaxppo.run.resume import ResumePoint, check_resume
 from jaxppo.run.rundir import make_run_dir, write_config
 from jaxppo.run.segments import run_segments, segment_drivers
 from jaxppo.run.stats import RunStats
-from jaxppo.run.summary import SummaryFile, summary_stats
-from jaxppo.run.sweep_table import SweepTable
+from jaxppo.run.summary import summary_stats
 
 CHECKPOINT_EVERY_S = 120.0
 """A run checkpoints at least this often by default, so a hard stop (kill -9, an OOM kill, a
@@ -157,6 +155,7 @@ class Experiment:
         self._resume: ResumePoint | None = None  # set by from_checkpoint
         self._host_env: HostVecEnv | None = None  # the run's env, if it lives on the host
         self._loop: RunLoop | None = None
+        self._stop: StopFlag | None = None  # the signals held while `run()` runs
         self.last_run_dir: str | None = None  # the directory of the latest `run()`
 
     # -- resume ------------------------------------------------------------------------------
@@ -222,10 +221,13 @@ class Experiment:
         return Hparams.of_settings(self.config, self.settings, self.seeds)
 
     def run_names(self) -> list[str]:
-        if self.settings is None:
-            return [f"seed_{i}" for i in range(self.num_runs)]
-        return [f"{g:03d}_{setting_label(s)}_seed{i}"
-                for g, s in enumerate(self.settings) for i in range(self.seeds)]
+        """`labels.run_names` (PBT's by agent); a resumed run keeps its `tb/` folders' names."""
+        older = run_names(self.num_runs, self.settings, self.seeds)
+        tb = None if self._resume is None else os.path.join(self._resume.run_dir, "tb")
+        if tb is not None and all(os.path.isdir(os.path.join(tb, n)) for n in older):
+            return older  # older jaxppo named PBT members by their first setting
+        return run_names(self.num_runs, self.settings, self.seeds,
+                         getattr(self.controller, "changes_hparams", False))
 
     @property
     def segmented(self) -> bool:
@@ -269,12 +271,20 @@ class Experiment:
     def run(self) -> RunResult:
         """Train to the configured total (or until stopped) and return the `RunResult`. A signal
         (Ctrl-C, SIGTERM, SIGHUP) or a callback's false answer stops it at the next chunk boundary
-        ("stopped"), a NaN/Inf update as "diverged"; either way the newest good state is checkpointed.
+        ("stopped"), a NaN/Inf update as "diverged"; either way the newest good state is
+        checkpointed. The signals are held for the whole call, never raised inside XLA's compile
+        (which compiles on in a thread and crashes the exit): one while starting or compiling
+        stops before training (`StopNow`, a KeyboardInterrupt); a second one at once.
 
         Raises:
           ConfigError: the config (times its runs) cannot fit the device's free memory.
           UsageError: the run directory is in use or cannot be written.
         """
+        with StopFlag() as stop:
+            self._stop = stop
+            return self._start()
+
+    def _start(self) -> RunResult:
         config, resume = self.config, self._resume
         if resume is not None and resume.ran:
             raise UsageError("this Experiment already continued its run; resume it again with "
@@ -350,7 +360,7 @@ class Experiment:
             if lock is not None:
                 lock.release()
 
-    def _snapshot(self) -> tuple[dict | None, dict | None]:
+    def snapshot(self) -> tuple[dict | None, dict | None]:
         """What a checkpoint keeps of the controller now: the search record and its state."""
         return self.controller.search_record(self.search), self.controller.state()
 
@@ -363,7 +373,7 @@ class Experiment:
                        env=None if self.env is None else describe_env(self.env, self.env_params),
                        log_gaps=resume.log_gaps if resume else (), search=self.search,
                        ragged=self.segmented)
-        callbacks = self._callbacks(run_dir is not None, main)
+        callbacks = run_callbacks(self, run_dir is not None, main)
         loop = self._loop = RunLoop(self, info, self.initial_stats(), callbacks,
                                     time.perf_counter())
         hparams = self.stacked_hparams()
@@ -386,21 +396,22 @@ class Experiment:
             for text in self.notes:  # what was said before the callbacks started
                 for cb in callbacks:
                     cb.on_note(text)
+            loop.stop_flag = self._stop
+            loop.stop_before_training("while the run started")
             if segments is not None:
                 final = run_segments(self, placement, segments, inputs, loop, info, loop.t_start)
             else:
                 driver.compile(inputs, start_update)
                 loop.compile_s = driver.compile_s
+                loop.stop_before_training("while compiling")
                 for cb in callbacks:
                     cb.on_compiled(info, driver.compile_s)
                 runner = (driver.place(self._restart(placement, resume))
                           if resume else driver.init(inputs))
-                with StopFlag() as stop:
-                    loop.stop_flag = stop
-                    final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk,
-                                       loop.t_start, self.controller)
-        except BaseException:
-            loop.status = "error"
+                final = driver.run(runner, inputs.hparams, start_update, loop.on_chunk,
+                                   loop.t_start, self.controller, stop=loop.stop_requested)
+        except BaseException as e:
+            loop.status = "stopped" if isinstance(e, KeyboardInterrupt) else "error"
             end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
             raise
         if loop.status == "running":
@@ -425,25 +436,3 @@ class Experiment:
         """The host env's fault as one line, if it happened in the updates up to `update`."""
         start = self._resume.update if self._resume else 0
         return host_fault(self._host_env, self.config, start, update, good_update)
-
-    def _callbacks(self, files: bool, main: bool) -> list[Callback]:
-        """The user's callbacks, the progress, then the built-in file writers on process 0
-        (the checkpointer on every process: saving gathers, a collective)."""
-        out = list(self.callbacks)
-        if self.progress and main:
-            out.append(Progress())
-        if not (files and self.builtin_callbacks):
-            return out
-        builtin = [Checkpointer(self.checkpoint_every, self.checkpoint_every_s,
-                                allow_nonfinite=not self.stop_on_divergence)]
-        if main:
-            sweep_files = [SweepTable()] if self.settings is not None else []
-            builtin = [CsvLogger(), *([TensorBoardLogger()] if self.tensorboard else []),
-                       *builtin, *sweep_files, SummaryFile()]
-        out += [b for b in builtin if not any(type(c) is type(b) for c in out)]
-        for cb in out:  # a checkpoint never gets ahead of the logs written before it
-            if isinstance(cb, Checkpointer):
-                cb.before_save = [c.flush for c in out if c is not cb]
-                if self.controller is not None:
-                    cb.snapshot = self._snapshot
-        return out

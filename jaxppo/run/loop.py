@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxppo.run.distributed import from_process_0, gather
 from jaxppo.run.divergence import find_nonfinite, run_divergences
-from jaxppo.run.driver import ChunkResult
+from jaxppo.run.driver import ChunkResult, StopNow
 from jaxppo.run.events import Callback, ChunkEvent, Divergence, RunInfo, RunResult, stack_metrics
 from jaxppo.run.stats import RunStats, quiet_nonfinite
 from jaxppo.run.summary import build_summary
@@ -41,6 +41,17 @@ class RunLoop:
         self.good_runner, self.good_update = None, (info.start_update or None)
         self.chunks: list[dict] = []
         self.stop_flag = None
+
+    def stop_before_training(self, when: str) -> None:
+        """A signal that came before the first chunk: stop now (every process alike)."""
+        signum = from_process_0((self.stop_flag and self.stop_flag.signum) or 0)
+        if signum:
+            raise StopNow(signum, when)
+
+    def stop_requested(self) -> bool:
+        """A stop signal came (one process: with several, process 0 decides in `on_chunk`)."""
+        return (jax.process_count() == 1 and self.stop_flag is not None
+                and self.stop_flag.signum is not None)
 
     @quiet_nonfinite
     def on_chunk(self, runner, chunk: ChunkResult, active: np.ndarray | None = None) -> bool:
@@ -76,7 +87,8 @@ class RunLoop:
         self.good_runner, self.good_update = runner, chunk.update
         # Process 0 decides for every process (a signal, or one of its callbacks said stop),
         # so that all of them stop at the same chunk.
-        decision = from_process_0(self.stop_flag.signum or (0 if go_on else _STOP_BY_CALLBACK))
+        signum = None if self.stop_flag is None else self.stop_flag.signum
+        decision = from_process_0(signum or (0 if go_on else _STOP_BY_CALLBACK))
         if decision:
             self.status = "stopped"
             self.stop_signal = decision if decision > 0 else None

@@ -179,17 +179,23 @@ def available_memory(device=None) -> tuple[int | None, str]:
     if stats and "bytes_limit" in stats:
         free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
         return free, f"{device.platform.upper()} {device.id} ({device.device_kind})"
+    free = host_available()
+    return (free, "host RAM (CPU backend)") if free is not None else (None, "unknown device")
+
+
+def host_available() -> int | None:
+    """The host's available RAM in bytes (None where the OS does not say)."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, "host RAM (CPU backend)"
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "host RAM (CPU backend)"
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
-        return None, "unknown device"
+        return None
 
 
 def fmt_bytes(n: float) -> str:

@@ -56,7 +56,7 @@ def rebuild(exp, write: bool = True) -> RunResult:
         write_summary(run_dir, result.summary)
     if "curve.png" in missing:
         try:
-            write_curve(info, result.summary.get("threshold"))
+            write_curve(info, result.summary.get("threshold"), result.summary.get("settings"))
         except UsageError as e:
             exp.note(f"curve.png not rebuilt: {e}")
     result.rebuilt = [n for n in missing if os.path.exists(os.path.join(run_dir, n))]

@@ -19,9 +19,14 @@ from jaxppo.run.summary import summary_problem
 from jaxppo.run.sweep_table import sweep_csv_problem
 
 
+def flat_env_id(env_id: str) -> str:
+    """An env id as one folder name: a '/' or ':' (`envpool/Breakout-v5`) would nest folders."""
+    return re.sub(r'[/:]', '_', env_id)
+
+
 def default_run_name(config: PPOConfig, runs: int) -> str:
-    """`<env>__<time>__<N>seeds`: the env id flattened (a '/' or ':' would nest folders)."""
-    name = f"{re.sub(r'[/:]', '_', config.env_id)}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
+    """`<env>__<time>__<N>seeds`, the env id flattened."""
+    name = f"{flat_env_id(config.env_id)}__{time.strftime('%Y%m%d-%H%M%S')}__{runs}seed"
     return name + ("s" if runs > 1 else "")
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxppo.keys import is_key
 from jaxppo.run.controller import Controller
-from jaxppo.run.driver import ChunkResult, Driver, StopFlag, pick_chunk
+from jaxppo.run.driver import ChunkResult, Driver, pick_chunk
 
 # Filler for a left-out run's cells in the [R, C] metrics of a chunk: no episode, no fault;
 # every other metric NaN (it was not computed). env_steps stays the update's own.
@@ -82,42 +82,45 @@ def run_segments(exp, placement, drivers: list[tuple[int, Driver]], inputs, loop
     keys, hparams = exp.keys(), exp.stacked_hparams()
     full = exp.resume_state()
     update = info.start_update
-    with StopFlag() as stop:
-        loop.stop_flag = stop
-        for k, driver in drivers:
-            runs = controller.segment_runs(k)
-            whole = len(runs) == exp.num_runs
-            part = inputs if whole else placement.place_inputs(
-                keys[runs], jax.tree.map(lambda x, r=runs: x[r], hparams))
-            driver.compile(part, update, init=full is None)
-            loop.compile_s += driver.compile_s
-            if k == drivers[0][0]:
-                for cb in loop.callbacks:
-                    cb.on_compiled(info, loop.compile_s)
-            if exp.progress:
-                exp.note(f"{controller.segment_label(k, runs)}, updates {update + 1}-"
-                         f"{driver.num_updates} ({driver.num_programs} program(s) for "
-                         f"{len(runs)} runs, {driver.chunk_updates} updates per chunk, compiled "
-                         f"in {driver.compile_s:.1f} s)")
-            if full is None:
-                runner = driver.init(part)
-            elif whole:
-                runner = driver.place(full)
-            else:
-                runner = driver.place(take_runs(to_host(full), runs, driver.template(part)))
+    for k, driver in drivers:
+        runs = controller.segment_runs(k)
+        whole = len(runs) == exp.num_runs
+        part = inputs if whole else placement.place_inputs(
+            keys[runs], jax.tree.map(lambda x, r=runs: x[r], hparams))
+        driver.compile(part, update, init=full is None)
+        loop.compile_s += driver.compile_s
+        if k == drivers[0][0]:
+            loop.stop_before_training("while compiling")
+            for cb in loop.callbacks:
+                cb.on_compiled(info, loop.compile_s)
+        elif loop.stop_requested():  # a signal while this segment compiled: the last chunk's
+            loop.status, loop.stop_signal = "stopped", loop.stop_flag.signum  # state is the
+            break  # run's (saved at the end)
+        if exp.progress:
+            exp.note(f"{controller.segment_label(k, runs)}, updates {update + 1}-"
+                     f"{driver.num_updates} ({driver.num_programs} program(s) for "
+                     f"{len(runs)} runs, {driver.chunk_updates} updates per chunk, compiled "
+                     f"in {driver.compile_s:.1f} s)")
+        if full is None:
+            runner = driver.init(part)
+        elif whole:
+            runner = driver.place(full)
+        else:
+            runner = driver.place(take_runs(to_host(full), runs, driver.template(part)))
 
-            def on_chunk(state, chunk: ChunkResult, runs=runs, whole=whole) -> bool:
-                nonlocal full
-                if whole:
-                    full = state
-                    return loop.on_chunk(state, chunk)
-                full = put_runs(to_host(full), runs, state)
-                metrics = expand_metrics(chunk.metrics, runs, exp.num_runs)
-                return loop.on_chunk(full, chunk._replace(metrics=metrics),
-                                     np.isin(np.arange(exp.num_runs), runs))
+        def on_chunk(state, chunk: ChunkResult, runs=runs, whole=whole) -> bool:
+            nonlocal full
+            if whole:
+                full = state
+                return loop.on_chunk(state, chunk)
+            full = put_runs(to_host(full), runs, state)
+            metrics = expand_metrics(chunk.metrics, runs, exp.num_runs)
+            return loop.on_chunk(full, chunk._replace(metrics=metrics),
+                                 np.isin(np.arange(exp.num_runs), runs))
 
-            driver.run(runner, part.hparams, update, on_chunk, t_start, controller)
-            update = loop.stats.update
-            if loop.status != "running":
-                break
+        driver.run(runner, part.hparams, update, on_chunk, t_start, controller,
+                   stop=loop.stop_requested)
+        update = loop.stats.update
+        if loop.status != "running":
+            break
     return full

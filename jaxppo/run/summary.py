@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from jaxppo.config import PPOConfig
-from jaxppo.labels import setting_label
+from jaxppo.labels import agents_label
 from jaxppo.machine import peak_device_bytes
 from jaxppo.plots import plot_curve
 from jaxppo.run.events import Callback, Divergence, RunInfo, RunResult
@@ -116,7 +116,7 @@ class SummaryFile(Callback):
 
     def on_end(self, result: RunResult) -> None:
         write_summary(self.info.run_dir, result.summary)
-        write_curve(self.info, result.summary.get("threshold"))
+        write_curve(self.info, result.summary.get("threshold"), result.summary.get("settings"))
 
 
 def write_summary(run_dir: str, summary: dict) -> None:
@@ -125,8 +125,10 @@ def write_summary(run_dir: str, summary: dict) -> None:
                  json.dumps(json_safe(summary), indent=2, allow_nan=False))
 
 
-def write_curve(info: RunInfo, threshold: float | None) -> None:
-    """`curve.png` from the run's metrics.csv (nothing when it holds no rows)."""
+def write_curve(info: RunInfo, threshold: float | None, settings: list | None = None) -> None:
+    """`curve.png` from the run's metrics.csv (nothing when it holds no rows); a sweep's
+    curves labelled by agents and `settings` (summary.json's: PBT's final ones; default the
+    run's)."""
     run_dir = info.run_dir
     # a halving sweep's stopped agents have no rows after their rung: their curves end there
     ragged = info.ragged
@@ -138,10 +140,11 @@ def write_curve(info: RunInfo, threshold: float | None) -> None:
     if ragged:
         returns[np.isnan(m["update"])] = np.nan
     groups = None
-    if info.settings is not None:
-        seeds = info.num_runs // len(info.settings)
-        groups = {setting_label(s): list(range(g * seeds, (g + 1) * seeds))
-                  for g, s in enumerate(info.settings)}
+    settings = settings if settings is not None else info.settings
+    if settings is not None:
+        seeds = info.num_runs // len(settings)
+        groups = {agents_label(runs, s): runs for g, s in enumerate(settings)
+                  for runs in [list(range(g * seeds, (g + 1) * seeds))]}
     plot_curve(os.path.join(run_dir, "curve.png"), np.nanmax(m["env_steps"], axis=0), returns,
                info.config.env_id, threshold, groups)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxppo.labels import setting_label
+from jaxppo.labels import agents_label, setting_label
 from jaxppo.plots import plot_sweep
 from jaxppo.run.events import Callback, RunInfo, RunResult
 from jaxppo.run.stats import mean_std_or_none, quiet_nonfinite
@@ -73,7 +73,13 @@ class SweepTable(Callback):
             return
         rows = result.summary["ranked"] = sweep_rows(result)
         write_sweep_files(self.info.run_dir, rows, sorted(rows, key=lambda r: r["runs"][0]),
-                          f"{result.config.env_id}: {rows[0]['seeds']} seed(s) per setting")
+                          sweep_title(result.config.env_id, rows[0]["seeds"]))
+
+
+def sweep_title(env_id: str, seeds: int) -> str:
+    """sweep.png's title: the env and what each bar is."""
+    return (f"{env_id}: final return per setting, mean ± std over {seeds} seeds" if seeds > 1
+            else f"{env_id}: final return per setting (1 seed each)")
 
 
 def write_sweep_files(run_dir: str, rows: list[dict], in_grid: list[dict], title: str) -> None:
@@ -81,6 +87,7 @@ def write_sweep_files(run_dir: str, rows: list[dict], in_grid: list[dict], title
     directory that holds each setting's `runs`) and `sweep.png` (the rows `in_grid` order)."""
     seeds, keys = rows[0]["seeds"], list(rows[0]["setting"])
     grouped = "group" in rows[0]
+    ragged = len({r.get("updates") for r in rows}) > 1  # halving: how far each went
     with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow([*_header(keys), *(["group"] if grouped else [])])
@@ -91,9 +98,12 @@ def write_sweep_files(run_dir: str, rows: list[dict], in_grid: list[dict], title
                         " ".join(map(str, r["runs"])), r["diverged_seeds"],
                         *([r["group"]] if grouped else [])])
     nan = lambda x: np.nan if x is None else x  # noqa: E731 - no bar for no return
-    plot_sweep(os.path.join(run_dir, "sweep.png"), [r["label"] for r in in_grid],
+    plot_sweep(os.path.join(run_dir, "sweep.png"),
+               [agents_label(r["runs"], r["setting"], r.get("updates") if ragged else None)
+                for r in in_grid],
                np.array([nan(r["final_return_mean"]) for r in in_grid]),
-               np.array([nan(r["final_return_std"]) for r in in_grid]), title)
+               np.array([nan(r["final_return_std"] if seeds > 1 else None) for r in in_grid]),
+               title)
 
 
 def _value_cell(v) -> object:

@@ -156,6 +156,7 @@ class PBTController(Controller):
     update 0 and after every PBT step)."""
 
     common_seeds = False  # every member its own seed key, not common random numbers
+    changes_hparams = True  # explore: tb/agent_003, not the member's first setting
 
     def __init__(self, config: PPOConfig, space: dict[str, Entry], settings: list[dict],
                  interval: int, quantile: float = DEFAULT_QUANTILE, seed: int = 0):

@@ -33,7 +33,7 @@ from jaxppo.run.placement import make_placement
 from jaxppo.run.rundir import make_run_dir
 from jaxppo.run.stats import quiet_nonfinite
 from jaxppo.run.summary import write_summary
-from jaxppo.run.sweep_table import rank_settings, write_sweep_files
+from jaxppo.run.sweep_table import rank_settings, sweep_title, write_sweep_files
 from jaxppo.search.static import (
     Group,
     group_config,
@@ -289,7 +289,7 @@ class StaticSweep:
         }
         if self.run_dir is not None and status != "stopped":
             write_sweep_files(self.run_dir, rows, in_grid,
-                              f"{self.config.env_id}: {s} seed(s) per setting, "
+                              f"{sweep_title(self.config.env_id, s)}, "
                               f"{len(self.groups)} static settings")
             write_summary(self.run_dir, summary)
         rows = [{**r, "run_dir": None if self.run_dir is None

@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Sequence
 
 from jaxppo.errors import UsageError
+from jaxppo.labels import agents_text
 from jaxppo.run.events import RunResult
 from jaxppo.search.static import check_key, parse_values
 
@@ -54,23 +55,45 @@ class SweepResult:
         """The table the CLI prints.
 
         Returns:
-          One line per setting: rank, setting, how far it trained (where settings differ),
-            and the final return's mean ± std over seeds, flagged where seeds diverged or no
-            episode ended.
+          One line per setting: rank, its agents (the indices `jaxppo eval RUN --agent M` and
+            `load_policy(RUN, seed=M)` take; in a static sweep, within the row's group's run
+            directory), its setting (a PBT member's final one), how far it trained (where
+            settings differ), and the final return's mean ± std over seeds, flagged where
+            seeds diverged or no episode ended.
         """
         width = max(len(r["label"]) for r in self.rows)
         ragged = len({r.get("updates") for r in self.rows}) > 1  # halving: how far each went
-        lines = [f"{'rank':>4}  {'setting':<{width}}  {'updates  ' if ragged else ''}final return"]
-        for r in self.rows:
+        agents = [_agents(r["runs"]) for r in self.rows]
+        aw = max(len("agent"), *map(len, agents))
+        lines = [f"{'rank':>4}  {'agent':<{aw}}  {'setting':<{width}}  "
+                 f"{'updates  ' if ragged else ''}final return"]
+        for r, who in zip(self.rows, agents, strict=True):
             flag = (f"  (diverged: {r['diverged_seeds']}/{r['seeds']} seeds)"
                     if r["diverged_seeds"] else "")
             if r["seeds_without_return"]:
                 flag += f"  (no episode ended: {r['seeds_without_return']}/{r['seeds']} seeds)"
-            ret = ("    none" if r["final_return_mean"] is None else
-                   f"{r['final_return_mean']:8.2f} ± {r['final_return_std']:.2f}")
+            scored = r["seeds"] - r["seeds_without_return"] - r["diverged_seeds"]
+            ret = ("    none" if r["final_return_mean"] is None else  # no spread of one seed
+                   f"{r['final_return_mean']:8.2f}" + (f" ± {r['final_return_std']:.2f}"
+                                                       if scored > 1 else ""))
             went = f"{r.get('updates')!s:>7}  " if ragged else ""
-            lines.append(f"{r['rank']:>4}  {r['label']:<{width}}  {went}{ret}{flag}")
+            lines.append(f"{r['rank']:>4}  {who:<{aw}}  {r['label']:<{width}}  {went}{ret}{flag}")
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        best = self.rows[0] if self.rows else None
+        top = ("" if best is None else f", best {agents_text(best['runs'])}: {best['label']} "
+               f"({_ret(best['final_return_mean'])})")
+        return f"SweepResult({len(self.rows)} settings{top}, run_dir={self.run_dir!r})"
+
+
+def _agents(runs) -> str:
+    """A row's agents as the table's cell: `3`, `4-7`."""
+    return agents_text(runs).split(" ", 1)[1]
+
+
+def _ret(x) -> str:
+    return "no return" if x is None else f"final return {x:.2f}"
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:

@@ -1,0 +1,94 @@
+"""`jaxppo compare`'s table: one row per system (medians over the repeats), the ratios, and
+the files (compare.md, compare.csv, config.json, compare.png)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+
+from jaxppo.compare.fit import threads_text
+from jaxppo.config import PPOConfig
+from jaxppo.plots import has_bar, plot_compare
+
+
+def label(system: str, config: PPOConfig, seeds: int) -> str:
+    return {
+        "jaxppo": "jaxppo, 1 seed",
+        "jaxppo-seeds": f"jaxppo, {seeds} vmapped seeds",
+        "sb3-dummy": f"SB3 DummyVecEnv ({config.num_envs} envs)",
+        "sb3-subproc": f"SB3 SubprocVecEnv ({config.num_envs} procs)",
+    }[system]
+
+
+def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
+              has_threshold: bool = True) -> dict:
+    """One table row: medians over the repeats; solve columns only where the env has a
+    threshold (None/"-" otherwise: "not solved" would claim a bar that does not exist); the
+    threads the system computed with, and the highest load read before one of its runs."""
+    med = lambda key: statistics.median(r[key] for r in results)  # noqa: E731
+    solves = [r["solve_s"] for r in results if r["solve_s"] is not None]
+    finals = [r["final_return"] for r in results if r["final_return"] is not None]
+    loads = [r["load"] for r in results if r.get("load") is not None]
+    return {
+        "system": system,
+        "label": label(system, config, seeds),
+        "repeats": len(results),
+        "setup_s": med("setup_s"),
+        "run_s": med("run_s"),
+        "sps": med("sps"),
+        "solve_s": statistics.median(solves) if len(solves) == len(results) else None,
+        "has_threshold": has_threshold,
+        "solved": f"{len(solves)}/{len(results)}" if has_threshold else "-",
+        "final_return": statistics.mean(finals) if finals else None,
+        "threads": threads_text(system, config, results[0]),
+        "load": max(loads) if loads else None,
+    }
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """SPS of each system over each SB3 variant's (the headline ×)."""
+    for ref in ("sb3-dummy", "sb3-subproc"):
+        base = next((r for r in rows if r["system"] == ref), None)
+        for r in rows:
+            r[f"sps_x_{ref}"] = r["sps"] / base["sps"] if base else None
+
+
+def _fmt(v, spec: str, none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
+    lines = [header, "",
+             "| system | threads | setup/compile (s) | SPS (median) | × SB3 Dummy | "
+             "× SB3 Subproc | time to solve incl. setup (s) | solved | final return |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['label']} | {r.get('threads', '-')} | {r['setup_s']:.1f} | {r['sps']:,.0f} | "
+            f"{_fmt(r.get('sps_x_sb3-dummy'), ',.1f')} | "
+            f"{_fmt(r.get('sps_x_sb3-subproc'), ',.1f')} | "
+            f"{_fmt(r['solve_s'], '.1f', 'not solved' if has_bar(r) else '-')} | "
+            f"{r['solved']} | "
+            f"{_fmt(r['final_return'], '.1f')} |")
+    lines += ["", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list[str],
+                  header: str) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    md = table_markdown(rows, notes, header)
+    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
+        f.write(md)
+    keys = list(rows[0])
+    with open(os.path.join(out_dir, "compare.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config.to_dict(), f, indent=2)
+    plot_compare(os.path.join(out_dir, "compare.png"), rows, f"{config.env_id}, "
+                 f"{config.env_steps:,} steps")
+    return md
