@@ -6,9 +6,10 @@
     out = jax.jit(jax.vmap(jaxppo.make_train(config)))(jax.random.split(jax.random.key(0), 8))
 """
 
-from jaxppo._xla import apply_xla_cpu_flags
+from jaxppo._xla import apply_xla_cpu_flags, quiet_cuda_plugins
 
 apply_xla_cpu_flags()  # before anything creates the CPU backend
+quiet_cuda_plugins()  # the gpu-profile extra's CUDA plugin, where it can do nothing
 
 from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.core.gae import compute_gae  # noqa: E402
