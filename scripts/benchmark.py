@@ -245,10 +245,11 @@ CPU backend)."""
 
 def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: int,
                     timeout: float, systems: list[str] | None = None,
-                    steps: int | None = None) -> str:
+                    steps: int | None = None, before: str | None = None) -> str:
     """jaxppo vs PureJaxRL on one config: every run a fresh process, the systems interleaved
     within each repeat (a busy machine slows all alike), medians; a run that gives no result
-    within `timeout` seconds is reported as hung, not dropped."""
+    within `timeout` seconds is reported as hung, not dropped. `before`: a checkout of an
+    earlier jaxppo (a git worktree) run beside them, its package first on the path."""
     if not path:
         raise SystemExit("--only purejaxrl needs --purejaxrl PATH (a PureJaxRL checkout)")
     cfg = load_config(config, {"total_timesteps": steps} if steps else None)
@@ -256,11 +257,15 @@ def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: in
     if unknown:
         raise SystemExit(f"--pjr-systems: unknown {unknown}; choose from {','.join(PJR_SYSTEMS)}")
     chosen = {s: v for s, v in PJR_SYSTEMS.items() if not systems or s in systems}
+    if before:
+        chosen["jaxppo-before"] = (f"jaxppo make_train at {os.path.basename(before.rstrip('/'))}",
+                                   {**_NO_FLAG, "PYTHONPATH": os.path.abspath(before)})
     results: dict = {(s, n): [] for s in chosen for n in seeds}
     for _ in range(repeats):
         for n in seeds:
             for system, (_, env) in chosen.items():
-                cmd = [sys.executable, os.path.abspath(__file__), "--child", system,
+                cmd = [sys.executable, os.path.abspath(__file__), "--child",
+                       "jaxppo" if system == "jaxppo-before" else system,
                        "--config", config, "--child-seeds", str(n), "--purejaxrl", path,
                        *(["--child-steps", str(steps)] if steps else [])]
                 try:
@@ -451,6 +456,8 @@ def main() -> None:
                    help=f"comma-separated subset of {','.join(PJR_SYSTEMS)} (default: all)")
     p.add_argument("--pjr-steps", type=int, default=None,
                    help="env steps per seed in the purejaxrl section (default: the config's)")
+    p.add_argument("--pjr-before", default=None, metavar="PATH",
+                   help="purejaxrl section: also an earlier jaxppo checkout (e.g. a worktree)")
     p.add_argument("--pjr-timeout", type=float, default=600.0,
                    help="seconds before a purejaxrl-section run counts as hung")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -492,7 +499,7 @@ def main() -> None:
                                              [int(n) for n in args.pjr_seeds.split(",")],
                                              repeats, args.pjr_timeout,
                                              args.pjr_systems.split(",") if args.pjr_systems
-                                             else None, args.pjr_steps),
+                                             else None, args.pjr_steps, args.pjr_before),
     }
     for name, fn in sections.items():
         if name in only and not (args.quick and name == "memory"):

@@ -50,13 +50,16 @@ if __name__ == "__main__" and _wants_gpu(sys.argv[1:]):
     os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
 
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 from jax._src import xla_bridge  # noqa: E402  (private: which plugins registered)
 from jax._src.interpreters import mlir  # noqa: E402  (private: the QR's lowering, below)
 from jax._src.lax import linalg  # noqa: E402
 from jax.experimental import topologies  # noqa: E402  (compile-only devices)
 
-from jaxppo import load_config, make_train  # noqa: E402
+from jaxppo import Hparams, load_config, make_train  # noqa: E402
 from jaxppo.config.load import parse_overrides  # noqa: E402
+from jaxppo.core.loss import Minibatch, ppo_loss  # noqa: E402
+from jaxppo.core.networks import init_params  # noqa: E402
 
 NOT_KERNELS = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast", "after-all",
                "partition-id", "replica-id"}
@@ -387,6 +390,43 @@ def compiled_texts(config_path: str, purejaxrl: str | None, seeds: int = 1,
     return out
 
 
+def minibatch_texts(config_path: str, seeds: int, target: str = "cpu",
+                    overrides: dict | None = None) -> dict[str, str]:
+    """The optimized HLO of one minibatch's loss gradient (the update's inner step, without
+    the rollout: a program whose env steps through a host callback cannot be compiled for a
+    GPU without one), for `seeds` agents two ways: `vmap` (what `--seeds` compiles: XLA sees
+    one batched network, per-seed weights make a conv a grouped convolution) and `lax.map`
+    (the seeds one after another)."""
+    device = None if target == "cpu" else gpu_device(target)
+    cfg = load_config(config_path, overrides)
+    trainer = make_train(cfg)
+    net, env, hp = trainer.network, trainer.env, Hparams.from_config(cfg)
+    b = cfg.batch_size // cfg.num_minibatches
+    params = jax.eval_shape(lambda k: init_params(net, k, env.obs_shape), jax.random.key(0))
+    action = (jax.ShapeDtypeStruct((b,), jnp.int32) if env.discrete
+              else jax.ShapeDtypeStruct((b, env.action_dim), jnp.float32))
+    f32 = jax.ShapeDtypeStruct((b,), jnp.float32)
+    batch = Minibatch(jax.ShapeDtypeStruct((b, *env.obs_shape), env.obs_dtype), action, f32,
+                      f32, f32, f32)
+
+    def grad(p, mb):
+        return jax.grad(lambda p: ppo_loss(p, net, mb, hp, clip_vloss=cfg.clip_vloss,
+                                           norm_adv=cfg.norm_adv)[0])(p)
+
+    forms = {"vmap": jax.vmap(grad), "lax.map": lambda p, mb: jax.lax.map(lambda a: grad(*a),
+                                                                           (p, mb))}
+    sharding = None if device is None else jax.sharding.SingleDeviceSharding(device)
+    stack = lambda x: jax.ShapeDtypeStruct((seeds, *x.shape), x.dtype,  # noqa: E731
+                                           sharding=sharding)
+    args = jax.tree.map(stack, (params, batch))
+    out = {}
+    for name, fn in forms.items():
+        jitted = jax.jit(fn) if device is None else jax.jit(fn, in_shardings=sharding)
+        out[f"one minibatch's gradient, {seeds} seeds by {name}"] = \
+            jitted.lower(*args).compile().as_text()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--config", default="configs/cartpole.yaml")
@@ -397,7 +437,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
     p.add_argument("--seeds", type=int, default=1, help="vmapped agents")
     p.add_argument("--top", type=int, default=12, help="loops listed")
+    p.add_argument("--part", default="train", choices=["train", "minibatch"],
+                   help="train: the whole program; minibatch: one minibatch's loss gradient, "
+                        "seeds by vmap and by lax.map (host-env configs too)")
     args = p.parse_args(argv)
+    if args.part == "minibatch":
+        for name, text in minibatch_texts(args.config, args.seeds, args.target,
+                                          parse_overrides(args.set)).items():
+            prof = profile(text)
+            grouped = len(re.findall(r"feature_group_count=(?!1\b)\d+|batch_group_count="
+                                     r"(?!1\b)\d+", text))
+            print(f"{name}: {prof.kernels:,} kernels, {prof.by_op['copy']:,} copies, "
+                  f"{_kb(prof.bytes)} written; grouped convolutions: {grouped}; by kind: "
+                  + ", ".join(f"{k} {v:,}" for k, v in prof.by_op.most_common(6)))
+        return
     where = "this CPU" if args.target == "cpu" else f"{GPUS[args.target]['name']}, deviceless"
     figures = {}
     for name, text in compiled_texts(args.config, args.purejaxrl, args.seeds, args.target,

@@ -3,8 +3,9 @@
 `logp_old` and `values_old` are stored as the actions are taken, so the update never needs a
 forward pass over the whole batch: its memory is bounded by the minibatch.
 
-All randomness of the rollout (action noise, env step keys, autoreset states) is drawn before
-the scan in a few batched calls, not per step: see `envs.StepRandomness`.
+All randomness of the rollout (action noise, env step keys, autoreset states) comes before the
+scan, not per step: from the update's one draw of random bits (`RolloutRandomness`, made by
+`rollout_randomness`), or drawn here from a key. See `envs.StepRandomness`.
 
 The value of the true next state V(s'_t) (the final observation where an episode ended, so that
 truncated episodes bootstrap) is computed one step late, in the same critic call as V(s_{t+1}):
@@ -23,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxppo.core.collectives import fold_device
-from jaxppo.core.distributions import draw_action_noise
+from jaxppo.core.distributions import action_noise_from_bits
 from jaxppo.core.networks import is_recurrent
 from jaxppo.core.normalize import NormalizerState, rms_normalize, rms_update
 from jaxppo.envs import EnvState, EnvStep, StepRandomness, VecEnv
@@ -77,6 +78,38 @@ class EpisodeStats(NamedTuple):
     count: jax.Array
     metric_sums: dict[str, jax.Array]  # the env's episode metrics, summed the same way
     faults: EnvFaults
+
+
+class RolloutRandomness(NamedTuple):
+    """Everything random about one rollout, drawn before its scan."""
+
+    action_noise: jax.Array  # [T, N, A or D] for `sample_from_noise`
+    env: Any  # `StepRandomness` (leaves [T, ...]); a host env's: [T] zeros
+
+
+def rollout_words(env: VecEnv, num_steps: int, key_words: int) -> int:
+    """Random uint32 words one rollout consumes: one per action-noise value, `key_words` per
+    env key (`VecEnv.keys_per_step` per step)."""
+    return num_steps * (env.num_envs * env.action_dim + env.keys_per_step * key_words)
+
+
+def rollout_randomness(bits: jax.Array, env: VecEnv, num_steps: int, impl: Any,
+                       key_words: int) -> RolloutRandomness:
+    """A rollout's randomness from `rollout_words(...)` random uint32 `bits`: the noise from
+    the first words, the env keys (of PRNG implementation `impl`, `key_words` words each) from
+    the rest (none for a host env)."""
+    t, n, a = num_steps, env.num_envs, env.action_dim
+    noise = action_noise_from_bits(bits[:t * n * a].reshape(t, n, a), env.discrete)
+    data = bits[t * n * a:].reshape(t, env.keys_per_step, key_words)
+    return RolloutRandomness(noise, env.randomness_from_keys(
+        jax.random.wrap_key_data(data, impl=impl)))
+
+
+def draw_rollout_randomness(key: jax.Array, env: VecEnv, num_steps: int) -> RolloutRandomness:
+    """`rollout_randomness` of one draw from `key`."""
+    words = jax.random.key_data(key).shape[-1]
+    bits = jax.random.bits(key, (rollout_words(env, num_steps, words),), jnp.uint32)
+    return rollout_randomness(bits, env, num_steps, jax.random.key_impl(key), words)
 
 
 class RolloutSettings(NamedTuple):
@@ -219,13 +252,13 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
     return _StepCarry(env_carry, step.final_obs, norm, sums, bad_obs), out
 
 
-def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, *,
-            env: VecEnv, network, gamma, settings: RolloutSettings):
-    """Run T steps. Returns `(env_carry, norm, transitions [T, N], next_values [T, N], stats)`."""
+def rollout(rand: RolloutRandomness | jax.Array, env_carry: EnvCarry, norm: NormalizerState,
+            params, *, env: VecEnv, network, gamma, settings: RolloutSettings):
+    """Run T steps with `rand` (or randomness drawn from `rand`, a key; this device's own when
+    sharded). Returns `(env_carry, norm, transitions [T, N], next_values [T, N], stats)`."""
     T, n = settings.num_steps, env.num_envs
-    noise_key, env_key = jax.random.split(fold_device(key, settings.axis_name))
-    action_noise = draw_action_noise(noise_key, env.discrete, (T, n, env.action_dim))
-    env_rand = env.draw_randomness(env_key, T)
+    if not isinstance(rand, RolloutRandomness):
+        rand = draw_rollout_randomness(fold_device(rand, settings.axis_name), env, T)
     # The first observation and mask's faults (each step checks the ones it hands on).
     mask0 = env.action_mask(env_carry.env_state)
     sums = jnp.zeros((5 + len(env.metric_names), n), jnp.float32)
@@ -237,7 +270,7 @@ def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, 
     init = _StepCarry(env_carry, env_carry.obs, norm, sums, bad_obs)
     step_fn = functools.partial(_rollout_step, env=env, network=network, params=params,
                                 gamma=gamma, settings=settings)
-    carry, out = jax.lax.scan(step_fn, init, (action_noise, env_rand))
+    carry, out = jax.lax.scan(step_fn, init, (rand.action_noise, rand.env))
     logp, value, reward, terminated, done, shifted = (out.floats[:, i]
                                                        for i in range(len(FLOAT_FIELDS)))
     traj = Transition(out.obs, out.action, logp, value, reward, terminated > 0, done > 0,
