@@ -7,7 +7,8 @@ kernel the runtime dispatches, ~0.1-2 µs each before any arithmetic; on a GPU i
 many of them run per update. This walks the program from its entry, multiplies each while
 loop's body by its trip count (XLA records it as `known_trip_count`), inlines calls, and counts
 kernels, copies and the bytes they write, per update and per loop. A `conditional` counts as
-one kernel (its branches are not walked: jaxppo's training programs hold none).
+one kernel (its branches are not walked: in jaxppo's programs a reset fallback that
+runs only when a reset pool runs short).
 
     python scripts/hlo_profile.py --config configs/cartpole.yaml
     python scripts/hlo_profile.py --config configs/cartpole.yaml --target h100 --purejaxrl PATH
