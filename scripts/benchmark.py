@@ -39,6 +39,7 @@ import numpy as np
 
 from jaxppo import Experiment, PPOConfig, load_config, make_train
 from jaxppo._xla import FLAG, compiler_options
+from jaxppo.config.load import parse_overrides
 from jaxppo.core.rollout import RolloutSettings, rollout
 from jaxppo.machine import describe
 from jaxppo.policy.episodes import policy_action
@@ -165,17 +166,19 @@ RESET_CONFIGS = ("craftax_classic_symbolic.yaml", "brax_inverted_double_pendulum
 
 
 def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int = 4,
-                 envs_per_seed: int = 16, num_steps: int | None = None) -> str:
+                 envs_per_seed: int = 16, num_steps: int | None = None,
+                 modes: tuple[str, ...] = ("cond", "optimistic"),
+                 overrides: dict | None = None) -> str:
     """The same env steps as `seeds` vmapped agents of `envs_per_seed` envs and as one agent of
     `seeds * envs_per_seed` envs, under `reset: cond` and `reset: optimistic`; the programs are
     compiled first, then run in turn (interleaved, so a busy machine slows all alike), and each
     figure is the median of `repeats`."""
     rows = []
     for name in config_names:
-        base = load_config(os.path.join(ROOT, "configs", name))
+        base = load_config(os.path.join(ROOT, "configs", name), overrides)
         steps = num_steps or base.num_steps
         programs = {}
-        for mode in ("cond", "optimistic"):
+        for mode in modes:
             for runs, n in ((seeds, envs_per_seed), (1, seeds * envs_per_seed)):
                 c = dataclasses.replace(base, reset=mode, num_envs=n, num_steps=steps,
                                         num_minibatches=4,
@@ -448,6 +451,9 @@ def main() -> None:
     p.add_argument("--reset-configs", default=",".join(RESET_CONFIGS),
                    help="shipped configs (configs/) for the resets section")
     p.add_argument("--reset-updates", type=int, default=8, help="updates per run (resets)")
+    p.add_argument("--reset-modes", default="cond,optimistic", help="resets section: modes")
+    p.add_argument("--reset-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="resets section: override a key of each config")
     p.add_argument("--reset-steps", type=int, default=None,
                    help="num_steps for the resets section (default: each config's)")
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
@@ -492,7 +498,9 @@ def main() -> None:
                                    args.host_envs.split(",") if args.host_envs else None),
         "resets": lambda: bench_resets(args.reset_configs.split(","),
                                        1 if args.quick else args.reset_updates, repeats,
-                                       num_steps=8 if args.quick else args.reset_steps),
+                                       num_steps=8 if args.quick else args.reset_steps,
+                                       modes=tuple(args.reset_modes.split(",")),
+                                       overrides=parse_overrides(args.reset_set)),
         "hlo": lambda: "\n".join(hlo_profile.report(name, text)[0] for name, text in
                                  hlo_profile.compiled_texts(args.config, args.purejaxrl).items()),
         "purejaxrl": lambda: bench_purejaxrl(args.config, args.purejaxrl,
