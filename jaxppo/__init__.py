@@ -10,9 +10,10 @@ from jaxppo.process import hold_signals
 
 hold_signals()  # the jaxppo command's Ctrl-C during these imports: one line from its main()
 
-from jaxppo._xla import apply_xla_cpu_flags  # noqa: E402
+from jaxppo._xla import apply_xla_cpu_flags, quiet_cuda_plugins  # noqa: E402
 
 apply_xla_cpu_flags()  # before anything creates the CPU backend
+quiet_cuda_plugins()  # the gpu-profile extra's CUDA plugin, where it can do nothing
 
 from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.core.gae import compute_gae  # noqa: E402

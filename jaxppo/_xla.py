@@ -66,6 +66,14 @@ def apply_xla_cpu_flags() -> None:
                       "process; import jaxppo first", RuntimeWarning, stacklevel=3)
 
 
+def quiet_cuda_plugins() -> None:
+    """Keep the `gpu-profile` extra's CUDA compiler plugin from printing a traceback where it
+    can do nothing (no GPU, no CUDA runtime): `jax_plugins/jaxppo_xla_flags.py` says how and
+    when. Called at `import jaxppo`, before JAX initializes its plugins (in no fixed order)."""
+    if not _backend_started():
+        hook.quiet_cuda_plugins()
+
+
 def _backend_started() -> bool:
     try:
         from jax._src import xla_bridge  # JAX's own record of it; private, so guarded

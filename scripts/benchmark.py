@@ -39,6 +39,7 @@ import numpy as np
 
 from jaxppo import Experiment, PPOConfig, load_config, make_train
 from jaxppo._xla import FLAG, compiler_options
+from jaxppo.config.load import parse_overrides
 from jaxppo.core.rollout import RolloutSettings, rollout
 from jaxppo.machine import describe
 from jaxppo.policy.episodes import policy_action
@@ -165,17 +166,19 @@ RESET_CONFIGS = ("craftax_classic_symbolic.yaml", "brax_inverted_double_pendulum
 
 
 def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int = 4,
-                 envs_per_seed: int = 16, num_steps: int | None = None) -> str:
+                 envs_per_seed: int = 16, num_steps: int | None = None,
+                 modes: tuple[str, ...] = ("cond", "optimistic"),
+                 overrides: dict | None = None) -> str:
     """The same env steps as `seeds` vmapped agents of `envs_per_seed` envs and as one agent of
     `seeds * envs_per_seed` envs, under `reset: cond` and `reset: optimistic`; the programs are
     compiled first, then run in turn (interleaved, so a busy machine slows all alike), and each
     figure is the median of `repeats`."""
     rows = []
     for name in config_names:
-        base = load_config(os.path.join(ROOT, "configs", name))
+        base = load_config(os.path.join(ROOT, "configs", name), overrides)
         steps = num_steps or base.num_steps
         programs = {}
-        for mode in ("cond", "optimistic"):
+        for mode in modes:
             for runs, n in ((seeds, envs_per_seed), (1, seeds * envs_per_seed)):
                 c = dataclasses.replace(base, reset=mode, num_envs=n, num_steps=steps,
                                         num_minibatches=4,
@@ -245,10 +248,11 @@ CPU backend)."""
 
 def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: int,
                     timeout: float, systems: list[str] | None = None,
-                    steps: int | None = None) -> str:
+                    steps: int | None = None, before: str | None = None) -> str:
     """jaxppo vs PureJaxRL on one config: every run a fresh process, the systems interleaved
     within each repeat (a busy machine slows all alike), medians; a run that gives no result
-    within `timeout` seconds is reported as hung, not dropped."""
+    within `timeout` seconds is reported as hung, not dropped. `before`: a checkout of an
+    earlier jaxppo (a git worktree) run beside them, its package first on the path."""
     if not path:
         raise SystemExit("--only purejaxrl needs --purejaxrl PATH (a PureJaxRL checkout)")
     cfg = load_config(config, {"total_timesteps": steps} if steps else None)
@@ -256,11 +260,15 @@ def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: in
     if unknown:
         raise SystemExit(f"--pjr-systems: unknown {unknown}; choose from {','.join(PJR_SYSTEMS)}")
     chosen = {s: v for s, v in PJR_SYSTEMS.items() if not systems or s in systems}
+    if before:
+        chosen["jaxppo-before"] = (f"jaxppo make_train at {os.path.basename(before.rstrip('/'))}",
+                                   {**_NO_FLAG, "PYTHONPATH": os.path.abspath(before)})
     results: dict = {(s, n): [] for s in chosen for n in seeds}
     for _ in range(repeats):
         for n in seeds:
             for system, (_, env) in chosen.items():
-                cmd = [sys.executable, os.path.abspath(__file__), "--child", system,
+                cmd = [sys.executable, os.path.abspath(__file__), "--child",
+                       "jaxppo" if system == "jaxppo-before" else system,
                        "--config", config, "--child-seeds", str(n), "--purejaxrl", path,
                        *(["--child-steps", str(steps)] if steps else [])]
                 try:
@@ -443,6 +451,9 @@ def main() -> None:
     p.add_argument("--reset-configs", default=",".join(RESET_CONFIGS),
                    help="shipped configs (configs/) for the resets section")
     p.add_argument("--reset-updates", type=int, default=8, help="updates per run (resets)")
+    p.add_argument("--reset-modes", default="cond,optimistic", help="resets section: modes")
+    p.add_argument("--reset-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="resets section: override a key of each config")
     p.add_argument("--reset-steps", type=int, default=None,
                    help="num_steps for the resets section (default: each config's)")
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
@@ -451,6 +462,8 @@ def main() -> None:
                    help=f"comma-separated subset of {','.join(PJR_SYSTEMS)} (default: all)")
     p.add_argument("--pjr-steps", type=int, default=None,
                    help="env steps per seed in the purejaxrl section (default: the config's)")
+    p.add_argument("--pjr-before", default=None, metavar="PATH",
+                   help="purejaxrl section: also an earlier jaxppo checkout (e.g. a worktree)")
     p.add_argument("--pjr-timeout", type=float, default=600.0,
                    help="seconds before a purejaxrl-section run counts as hung")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -485,14 +498,16 @@ def main() -> None:
                                    args.host_envs.split(",") if args.host_envs else None),
         "resets": lambda: bench_resets(args.reset_configs.split(","),
                                        1 if args.quick else args.reset_updates, repeats,
-                                       num_steps=8 if args.quick else args.reset_steps),
+                                       num_steps=8 if args.quick else args.reset_steps,
+                                       modes=tuple(args.reset_modes.split(",")),
+                                       overrides=parse_overrides(args.reset_set)),
         "hlo": lambda: "\n".join(hlo_profile.report(name, text)[0] for name, text in
                                  hlo_profile.compiled_texts(args.config, args.purejaxrl).items()),
         "purejaxrl": lambda: bench_purejaxrl(args.config, args.purejaxrl,
                                              [int(n) for n in args.pjr_seeds.split(",")],
                                              repeats, args.pjr_timeout,
                                              args.pjr_systems.split(",") if args.pjr_systems
-                                             else None, args.pjr_steps),
+                                             else None, args.pjr_steps, args.pjr_before),
     }
     for name, fn in sections.items():
         if name in only and not (args.quick and name == "memory"):

@@ -125,16 +125,23 @@ def test_benchmark_host_quick():
 def test_hlo_profile_counts_kernels_per_loop_by_trip_count():
     """The update scan (num_updates trips) holds the rollout and GAE scans (num_steps trips)
     and the epoch scan (update_epochs) with its minibatch scan (num_minibatches); a hand-made
-    module checks the arithmetic: 3 kernels x 4 trips + 1 outside = 13."""
+    module checks the arithmetic: 3 kernels x 4 trips + 1 outside = 13, of which 4 copies, and
+    bytes written (an in-place update writes its update only)."""
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import hlo_profile
 
     hlo = """HloModule m
+%dus (a: f32[64], u: f32[2], i: s32[]) -> f32[64] {
+  %a = f32[64] parameter(0)
+  %u = f32[2] parameter(1)
+  %i = s32[] parameter(2)
+  ROOT %d = f32[64] dynamic-update-slice(%a, %u, %i)
+}
 %body (p: (s32[], f32[2])) -> (s32[], f32[2]) {
   %p = (s32[], f32[2]) parameter(0)
   %a = f32[2] fusion(%p), kind=kLoop
   %b = f32[2] copy(%a)
-  %c = f32[2] dot(%b, %b)
+  %c = f32[64] fusion(%b, %b), kind=kLoop, calls=%dus
   ROOT %t = (s32[], f32[2]) tuple(%p, %c)
 }
 %cond (p: (s32[], f32[2])) -> pred[] {
@@ -147,12 +154,54 @@ ENTRY %main (x: f32[2]) -> f32[2] {
   ROOT %y = f32[2] sort(%x), dimensions={0}
 }
 """
-    loops, by_op = hlo_profile.profile(hlo)
-    assert loops == [hlo_profile.Loop(0, 4, 3, 12)] and sum(by_op.values()) == 13
+    prof = hlo_profile.profile(hlo)
+    assert [(lp.depth, lp.trips, lp.kernels, lp.executions, lp.copies) for lp in prof.loops] \
+        == [(0, 4, 3, 12, 4)]
+    assert prof.kernels == 13 and prof.by_op["copy"] == 4
+    assert prof.bytes == 4 * (8 + 8 + 8) + 8  # the fusion, the copy, the 2-float update; sort
+    assert hlo_profile.per_update(prof) == {"kernels": 3, "copies": 1, "bytes": 24, "updates": 4}
     out = run("scripts/hlo_profile.py", "--config", "configs/cartpole.yaml")
-    trips = [int(line.split("|")[2]) for line in out.splitlines() if line.startswith("| ")
-             and line.split("|")[2].strip().isdigit()]
+    trips = [int(line.split("|")[3]) for line in out.splitlines() if line.startswith("| ")
+             and line.split("|")[3].strip().isdigit()]
     assert trips[:2] == [976, 128] and 4 in trips  # updates, then the rollout; epochs
+    assert "rollout.py" in out and "per update: **" in out
+
+
+def _has_cuda_compiler() -> bool:
+    return importlib.util.find_spec("jax_plugins.xla_cuda12") is not None
+
+
+@pytest.mark.skipif(not _has_cuda_compiler(), reason="the gpu-profile extra (jax-cuda12-pjrt) "
+                    "is not installed: pip install -e '.[gpu-profile]'")
+def test_hlo_profile_compiles_for_an_h100_without_one():
+    """`--target h100`: XLA's GPU compiler runs here on a written-down H100 (no GPU, no CUDA
+    libraries): kernels are counted, the outermost loop runs num_updates times, and nothing
+    reaches stderr (the plugin's C++ side logs the missing driver as it loads: silenced)."""
+    proc = subprocess.run([sys.executable, "scripts/hlo_profile.py", "--config",
+                           "configs/cartpole.yaml", "--target", "h100", "--set",
+                           "total_timesteps=1024", "--set", "num_steps=16", "--seeds", "2"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    out = proc.stdout
+    assert "NVIDIA H100" in out
+    kernels = int(out.split("per update: **")[1].split(" kernels")[0].replace(",", ""))
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| ")
+            and line.split("|")[2].strip().isdigit()]
+    assert kernels > 100 and int(rows[0][2]) == 0 and int(rows[0][3]) == 1024 // (4 * 16)
+    assert any("rollout.py" in r[1] and int(r[3]) == 16 for r in rows)
+
+
+def test_hlo_profile_names_the_extra_when_the_plugin_is_missing(tmp_path):
+    """No CUDA plugin: one line naming the extra, no traceback."""
+    code = ("import sys\nsys.path.insert(0, 'scripts')\nimport hlo_profile\n"
+            "hlo_profile.importlib.util.find_spec = lambda name, *a: None\n"
+            "hlo_profile.main(['--target', 'h100'])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "hlo_profile: --target h100 " + "needs the CUDA compiler plugin: pip install -e "
+        "'.[gpu-profile]' (JAX's CUDA PJRT plugin; no GPU or CUDA libraries needed)"]
 
 
 def test_random_play_scores_whole_games():

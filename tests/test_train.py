@@ -208,6 +208,72 @@ def test_the_xla_flag_is_opt_in_and_does_not_depend_on_import_order():
         assert proc.returncode == 0, (code, proc.stderr[-1500:])
 
 
+def test_a_cuda_plugin_that_can_do_nothing_stays_quiet(tmp_path):
+    """The gpu-profile extra installs JAX's CUDA PJRT plugin, whose initialize() raises without
+    a CUDA runtime (JAX prints the traceback in every process). `import jaxppo` wraps it to run
+    only where JAX could use it (a visible NVIDIA GPU) or where the process asks for it
+    (JAX_SKIP_CUDA_CONSTRAINTS_CHECK, as the GPU profile sets, or JAXPPO_CUDA_PLUGIN=1). A
+    stand-in plugin that says when it runs shows which; the platform JAX picks is unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    from jax._src import hardware_utils
+
+    plugin = tmp_path / "jax_plugins" / "xla_cuda12"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text(
+        "import sys\ndef initialize():\n    print('CUDA PLUGIN RAN', file=sys.stderr)\n"
+        "    raise RuntimeError('Unable to load CUDA. Is it installed?')\n")
+    root = os.path.dirname(os.path.dirname(__file__))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "JAXPPO_CUDA_PLUGIN")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), root, env.get("PYTHONPATH", "")])
+    code = "import jaxppo, jax\njax.numpy.zeros(1)\nprint(jax.default_backend())\n"
+    gpu = hardware_utils.has_visible_nvidia_gpu()
+    for extra, runs in (({}, gpu), ({"JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"}, True),
+                        ({"JAXPPO_CUDA_PLUGIN": "1"}, True)):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=240, env={**env, **extra}, cwd=root)
+        assert proc.returncode == 0, proc.stderr[-1500:]
+        assert ("CUDA PLUGIN RAN" in proc.stderr) == runs, (extra, proc.stderr[-1500:])
+        if not runs:
+            assert proc.stderr == "" and proc.stdout.strip() == jax.default_backend()
+
+
+def _primitives(jaxpr) -> list[str]:
+    """Every primitive of a jaxpr, inside its scans, conds and calls too."""
+    names = []
+    for eqn in jaxpr.eqns:
+        names.append(eqn.primitive.name)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                    names += _primitives(sub.jaxpr)
+                elif isinstance(sub, jax.extend.core.Jaxpr):
+                    names += _primitives(sub)
+    return names
+
+
+@pytest.mark.parametrize("change", [{}, {"network": "gru", "hidden_sizes": (8,)}])
+def test_an_update_draws_its_randomness_once_and_never_leaves_the_device(tiny_config, change):
+    """All of an update's randomness (the next key, action noise, env keys, the shuffle) is one
+    draw of random bits: on the CPU each threefry call is a loop of its own (7 per update
+    before, ~7% of CartPole's kernels). An env without randomness (a probe) leaves exactly one;
+    a change that adds a per-step draw, a key split or a host callback (a transfer per step)
+    fails here."""
+    import dataclasses
+
+    config = dataclasses.replace(tiny_config, env_id="probe/TwoStep-v0", **change)
+    trainer = make_train(config)
+    runner = trainer.init(jax.random.key(0))
+    jaxpr = jax.make_jaxpr(lambda r: trainer.run(r, num_updates=1))(runner).jaxpr
+    names = _primitives(jaxpr)
+    assert names.count("random_bits") == 1, sorted(set(names))
+    assert not {"random_split", "random_fold_in", "threefry2x32"} & set(names)
+    assert not [n for n in names if "callback" in n]
+
+
 def test_matmul_precision_reaches_the_compiled_program(tiny_config):
     """`matmul_precision: highest` makes every dot full float32 (no TF32 on Ampere/Hopper);
     `default` leaves XLA's choice. Checked on the lowered program, which the CPU shares."""

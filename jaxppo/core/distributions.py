@@ -3,8 +3,8 @@ factorised categorical for MultiDiscrete actions, diagonal Gaussian.
 
 One job: turn a head's output into log-probs, entropies and samples. They are plain pytrees
 (no parameters), so the rollout, the loss and evaluation share them, and every `sample` is
-`sample_from_noise` of noise drawn ahead (`draw_action_noise`: the rollout draws a whole
-update's noise in one call).
+`sample_from_noise` of noise drawn ahead (`action_noise_from_bits`: the rollout's noise comes
+from the update's one draw of random bits).
 
 Axis legend: A = discrete actions (or sum(nvec)), K = sub-actions of a MultiDiscrete action,
 D = continuous action dims; `...` = any leading batch axes.
@@ -125,7 +125,16 @@ def head_distribution(net, out: jax.Array, mask: jax.Array | None) -> Policy:
     return DiagGaussian(out, net.log_std)
 
 
-def draw_action_noise(key: jax.Array, discrete: bool, shape: tuple[int, ...]) -> jax.Array:
-    """Noise for `sample_from_noise`, for many steps at once: Gumbel for a categorical
-    policy (shape [..., A]), standard normal for a Gaussian one (shape [..., D])."""
-    return jax.random.gumbel(key, shape) if discrete else jax.random.normal(key, shape)
+def action_noise_from_bits(bits: jax.Array, discrete: bool) -> jax.Array:
+    """Noise for `sample_from_noise`, for many steps at once, from uniform random uint32
+    `bits` (one per value; the training program draws all of an update's randomness in one
+    call): Gumbel for a categorical policy (shape [..., A]), standard normal for a Gaussian one
+    (shape [..., D]). A uniform u in [0, 1) from the 23 high bits as a float's mantissa, then
+    -log(-log u) (u kept off 0) or sqrt(2) erfinv(2u - 1) (kept off -1)."""
+    one = jax.lax.bitcast_convert_type(jnp.uint32(0x3F800000), jnp.float32)
+    u = jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32) - one
+    if discrete:
+        u = jnp.maximum(u, jnp.finfo(jnp.float32).tiny)
+        return -jnp.log(-jnp.log(u))
+    lo = jnp.nextafter(jnp.float32(-1.0), jnp.float32(1.0))
+    return jnp.sqrt(jnp.float32(2.0)) * jax.scipy.special.erfinv(jnp.maximum(2.0 * u - 1.0, lo))

@@ -11,6 +11,13 @@ import chex
 import jax
 import jax.numpy as jnp
 
+UNROLL = 16
+"""Steps of the recursion per loop iteration. XLA fuses the unrolled steps: on an H100,
+CartPole's GAE went from 513 kernels per update (3 per step and the loop's test) to 41. At
+least two iterations are kept: a loop unrolled whole was fused with the code around it
+differently when the update scan around it had one trip, so a run resumed in chunks of one
+update no longer matched the uninterrupted run bit for bit."""
+
 
 def compute_gae(
     rewards: jax.Array,
@@ -55,6 +62,7 @@ def compute_gae(
         return adv, adv
 
     _, advantages = jax.lax.scan(
-        backward, jnp.zeros_like(rewards[0]), (deltas, not_done), reverse=True
+        backward, jnp.zeros_like(rewards[0]), (deltas, not_done), reverse=True,
+        unroll=min(UNROLL, max(1, rewards.shape[0] // 2)),
     )
     return advantages, advantages + values

@@ -3,8 +3,9 @@
 `logp_old` and `values_old` are stored as the actions are taken, so the update never needs a
 forward pass over the whole batch: its memory is bounded by the minibatch.
 
-All randomness of the rollout (action noise, env step keys, autoreset states) is drawn before
-the scan in a few batched calls, not per step: see `envs.StepRandomness`.
+All randomness of the rollout (action noise, env step keys, autoreset states) comes before the
+scan, not per step: from the update's one draw of random bits (`RolloutRandomness`, made by
+`rollout_randomness`), or drawn here from a key. See `envs.StepRandomness`.
 
 The value of the true next state V(s'_t) (the final observation where an episode ended, so that
 truncated episodes bootstrap) is computed one step late, in the same critic call as V(s_{t+1}):
@@ -23,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxppo.core.collectives import fold_device
-from jaxppo.core.distributions import draw_action_noise
+from jaxppo.core.distributions import action_noise_from_bits
 from jaxppo.core.networks import is_recurrent
 from jaxppo.core.normalize import NormalizerState, rms_normalize, rms_update
 from jaxppo.envs import EnvState, EnvStep, StepRandomness, VecEnv
@@ -53,23 +54,62 @@ class EnvCarry(NamedTuple):
 
 
 class EnvFaults(NamedTuple):
-    """Steps of one rollout whose env output cannot be trained on (counts, summed like the
-    episode sums): the update's divergence check names the env before anything downstream."""
+    """Env output of one rollout that cannot be trained on (counts of NaN/Inf values, summed
+    like the episode sums): the update's divergence check names the env before anything
+    downstream."""
 
-    obs: jax.Array  # steps with a NaN/Inf observation (acted on, or the true final one)
-    reward: jax.Array  # steps with a NaN/Inf reward
-    mask: jax.Array  # steps whose action mask allowed no action (masked envs only)
+    obs: jax.Array  # NaN/Inf observation values (acted on, or the true final ones)
+    reward: jax.Array  # NaN/Inf rewards
+    mask: jax.Array  # steps x envs whose action mask allowed no action (masked envs only)
 
 
 class EpisodeStats(NamedTuple):
-    """Sums over the episodes that ended during one rollout (scalars, not per step), and the
-    env's faults over all its steps."""
+    """Sums over the episodes that ended during one rollout, and the env's faults over all its
+    steps (scalars).
+
+    Inside the scan they are kept per env (`_StepCarry.sums`, [K, N]): each step's bookkeeping
+    is then elementwise, and XLA fuses it into the kernel that updates the env state. A sum
+    over envs every step was 5 more kernels per step on an H100, and the reduction in the
+    state's kernel kept the state from being updated in place (a copy of each state leaf per
+    step). The sums over envs are taken once, after the scan."""
 
     return_sum: jax.Array
     length_sum: jax.Array
     count: jax.Array
     metric_sums: dict[str, jax.Array]  # the env's episode metrics, summed the same way
     faults: EnvFaults
+
+
+class RolloutRandomness(NamedTuple):
+    """Everything random about one rollout, drawn before its scan."""
+
+    action_noise: jax.Array  # [T, N, A or D] for `sample_from_noise`
+    env: Any  # `StepRandomness` (leaves [T, ...]); a host env's: [T] zeros
+
+
+def rollout_words(env: VecEnv, num_steps: int, key_words: int) -> int:
+    """Random uint32 words one rollout consumes: one per action-noise value, `key_words` per
+    env key (`VecEnv.keys_per_step` per step)."""
+    return num_steps * (env.num_envs * env.action_dim + env.keys_per_step * key_words)
+
+
+def rollout_randomness(bits: jax.Array, env: VecEnv, num_steps: int, impl: Any,
+                       key_words: int) -> RolloutRandomness:
+    """A rollout's randomness from `rollout_words(...)` random uint32 `bits`: the noise from
+    the first words, the env keys (of PRNG implementation `impl`, `key_words` words each) from
+    the rest (none for a host env)."""
+    t, n, a = num_steps, env.num_envs, env.action_dim
+    noise = action_noise_from_bits(bits[:t * n * a].reshape(t, n, a), env.discrete)
+    data = bits[t * n * a:].reshape(t, env.keys_per_step, key_words)
+    return RolloutRandomness(noise, env.randomness_from_keys(
+        jax.random.wrap_key_data(data, impl=impl)))
+
+
+def draw_rollout_randomness(key: jax.Array, env: VecEnv, num_steps: int) -> RolloutRandomness:
+    """`rollout_randomness` of one draw from `key`."""
+    words = jax.random.key_data(key).shape[-1]
+    bits = jax.random.bits(key, (rollout_words(env, num_steps, words),), jnp.uint32)
+    return rollout_randomness(bits, env, num_steps, jax.random.key_impl(key), words)
 
 
 class RolloutSettings(NamedTuple):
@@ -86,7 +126,25 @@ class _StepCarry(NamedTuple):
     env: EnvCarry
     prev_final_obs: jax.Array
     norm: NormalizerState
-    stats: EpisodeStats
+    sums: jax.Array  # [K, N] per env: `_step_sums`'s rows, summed over the steps so far
+    bad_obs: jax.Array  # [N, *obs_shape] NaN/Inf observation values so far ([N] zeros: integer obs)
+
+
+class _StepOut(NamedTuple):
+    """What each step stacks. The float32 per-env values travel as one [F, N] block
+    (`FLOAT_FIELDS`): one in-place write per step instead of one each (on an H100, five
+    kernels fewer per step), and one buffer to initialize (XLA gave each of its zeros-filled
+    outputs of one shape a copy of the same zeros, per update)."""
+
+    obs: jax.Array
+    action: jax.Array
+    floats: jax.Array  # [F, N]
+    mask: jax.Array | None
+    start: jax.Array | None
+    hidden: Any
+
+
+FLOAT_FIELDS = ("logp", "value", "reward", "terminated", "done", "prev_next_value")
 
 
 def _observe(norm: NormalizerState, obs: jax.Array, enabled: bool) -> jax.Array:
@@ -106,18 +164,37 @@ def all_finite(tree: Any) -> jax.Array:
 
 
 def _nonfinite(x: jax.Array) -> jax.Array:
-    """1.0 if `x` holds a NaN/Inf, else 0.0 (a count to sum over steps)."""
-    return 1.0 - all_finite(x).astype(jnp.float32)
+    """1.0 where `x` is NaN/Inf, else 0.0, elementwise."""
+    return 1.0 - jnp.isfinite(x).astype(jnp.float32)
 
 
-def _count_faults(faults: EnvFaults, env: VecEnv, obs: jax.Array, step: EnvStep,
-                  mask: jax.Array | None) -> EnvFaults:
-    """Add one step's faults: the raw observation acted on (the reset one included) and the
-    true final one, the raw reward, and a mask that allows nothing."""
-    empty = (jnp.float32(0.0) if mask is None
-             else jnp.any(env.allows_nothing(mask)).astype(jnp.float32))
-    return EnvFaults(faults.obs + jnp.maximum(_nonfinite(obs), _nonfinite(step.final_obs)),
-                     faults.reward + _nonfinite(step.reward), faults.mask + empty)
+def _obs_faults(bad_obs: jax.Array, *observations: jax.Array) -> jax.Array:
+    """Add the NaN/Inf values of raw observations, per env and value. Integer and bool
+    observations (image grids) are always finite: `bad_obs` stays as it is."""
+    for obs in observations:
+        if jnp.issubdtype(obs.dtype, jnp.inexact):
+            bad_obs = bad_obs + _nonfinite(obs)
+    return bad_obs
+
+
+def _step_sums(env: VecEnv, step: EnvStep, mask: jax.Array | None) -> jax.Array:
+    """One step's [K, N] rows, per env: the ended episodes' return, length and count (a whole
+    game where the source says so, `game_over`, else `done`), the env's episode metrics, then
+    the faults: a NaN/Inf raw reward, a mask (the one to act on next) that allows nothing."""
+    done = (step.done if step.game_over is None else step.game_over).astype(jnp.float32)
+    no_action = (jnp.zeros_like(done) if mask is None
+                 else env.allows_nothing(mask).astype(jnp.float32))
+    return jnp.stack([done * step.episode_return, done * step.episode_length, done,
+                      *(done * step.metrics[k] for k in env.metric_names),
+                      _nonfinite(step.reward), no_action])
+
+
+def _total(env: VecEnv, sums: jax.Array, bad_obs: jax.Array) -> EpisodeStats:
+    """The rollout's per-env sums, summed over envs (and observation values)."""
+    t = jnp.sum(sums, axis=1)
+    m = len(env.metric_names)
+    return EpisodeStats(t[0], t[1], t[2], {k: t[3 + i] for i, k in enumerate(env.metric_names)},
+                        EnvFaults(jnp.sum(bad_obs), t[3 + m], t[4 + m]))
 
 
 def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, env: VecEnv,
@@ -162,37 +239,42 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
         reward = jnp.clip(step.reward / jnp.sqrt(norm.ret.var + 1e-8), -10.0, 10.0)
         disc = jnp.where(step.done, 0.0, disc)
 
-    # The logged episode: a whole game where the source says so (`game_over`), else `done`.
-    done = (step.done if step.game_over is None else step.game_over).astype(jnp.float32)
-    stats = EpisodeStats(
-        carry.stats.return_sum + jnp.sum(done * step.episode_return),
-        carry.stats.length_sum + jnp.sum(done * step.episode_length),
-        carry.stats.count + jnp.sum(done),
-        {k: carry.stats.metric_sums[k] + jnp.sum(done * step.metrics[k])
-         for k in carry.stats.metric_sums},
-        _count_faults(carry.stats.faults, env, carry.env.obs, step, mask),
-    )
-    trans = Transition(obs, action, logp, value, reward, step.terminated, step.done, mask, start,
-                       hidden if settings.record_hidden else None)
+    # Bookkeeping reads this step's outputs only (the observation and mask to act on next, the
+    # true final observation): reading the carry this step overwrites kept XLA from updating
+    # it in place (a copy per step). The first observation is checked before the scan.
+    sums = carry.sums + _step_sums(env, step, env.action_mask(env_state))
+    bad_obs = _obs_faults(carry.bad_obs, step.obs, step.final_obs)
+    floats = jnp.stack([logp, value, reward, step.terminated.astype(jnp.float32),
+                        step.done.astype(jnp.float32), prev_next_value])
+    out = _StepOut(obs, action, floats, mask, start, hidden if settings.record_hidden else None)
     env_carry = EnvCarry(env_state, step.obs, disc, hidden,
                          None if start is None else step.done)
-    new_carry = _StepCarry(env_carry, step.final_obs, norm, stats)
-    return new_carry, (trans, prev_next_value)
+    return _StepCarry(env_carry, step.final_obs, norm, sums, bad_obs), out
 
 
-def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, *,
-            env: VecEnv, network, gamma, settings: RolloutSettings):
-    """Run T steps. Returns `(env_carry, norm, transitions [T, N], next_values [T, N], stats)`."""
+def rollout(rand: RolloutRandomness | jax.Array, env_carry: EnvCarry, norm: NormalizerState,
+            params, *, env: VecEnv, network, gamma, settings: RolloutSettings):
+    """Run T steps with `rand` (or randomness drawn from `rand`, a key; this device's own when
+    sharded). Returns `(env_carry, norm, transitions [T, N], next_values [T, N], stats)`."""
     T, n = settings.num_steps, env.num_envs
-    noise_key, env_key = jax.random.split(fold_device(key, settings.axis_name))
-    action_noise = draw_action_noise(noise_key, env.discrete, (T, n, env.action_dim))
-    env_rand = env.draw_randomness(env_key, T)
-    zero = jnp.float32(0.0)
-    init = _StepCarry(env_carry, env_carry.obs, norm, EpisodeStats(
-        zero, zero, zero, {k: zero for k in env.metric_names}, EnvFaults(zero, zero, zero)))
+    if not isinstance(rand, RolloutRandomness):
+        rand = draw_rollout_randomness(fold_device(rand, settings.axis_name), env, T)
+    # The first observation and mask's faults (each step checks the ones it hands on).
+    mask0 = env.action_mask(env_carry.env_state)
+    sums = jnp.zeros((5 + len(env.metric_names), n), jnp.float32)
+    if mask0 is not None:
+        sums = sums.at[-1].set(env.allows_nothing(mask0).astype(jnp.float32))
+    float_obs = jnp.issubdtype(env_carry.obs.dtype, jnp.inexact)
+    bad_obs = _obs_faults(jnp.zeros(env_carry.obs.shape if float_obs else (n,), jnp.float32),
+                          env_carry.obs)
+    init = _StepCarry(env_carry, env_carry.obs, norm, sums, bad_obs)
     step_fn = functools.partial(_rollout_step, env=env, network=network, params=params,
                                 gamma=gamma, settings=settings)
-    carry, (traj, shifted) = jax.lax.scan(step_fn, init, (action_noise, env_rand))
+    carry, out = jax.lax.scan(step_fn, init, (rand.action_noise, rand.env))
+    logp, value, reward, terminated, done, shifted = (out.floats[:, i]
+                                                       for i in range(len(FLOAT_FIELDS)))
+    traj = Transition(out.obs, out.action, logp, value, reward, terminated > 0, done > 0,
+                      out.mask, out.start, out.hidden)
     # shifted[t] = V(s'_{t-1}); the last step's true next state needs one more critic call.
     last_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
     if is_recurrent(network):
@@ -205,4 +287,4 @@ def rollout(key: jax.Array, env_carry: EnvCarry, norm: NormalizerState, params, 
     next_values = jnp.concatenate([shifted[1:], last_next_value[None]], axis=0)
     chex.assert_equal_shape([traj.value, next_values, traj.reward, traj.done])
     chex.assert_shape(traj.value, (settings.num_steps, env.num_envs))
-    return carry.env, carry.norm, traj, next_values, carry.stats
+    return carry.env, carry.norm, traj, next_values, _total(env, carry.sums, carry.bad_obs)

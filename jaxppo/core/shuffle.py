@@ -35,7 +35,13 @@ def epoch_permutations(key: jax.Array, config: PPOConfig, size: int | None = Non
     uniform but for a tie split by a minibatch boundary. Above 2^16 rows (fewer than 16 random
     bits left) the random bits are argsorted instead."""
     size = config.batch_size if size is None else size
-    bits = jax.random.bits(key, (config.update_epochs, size), jnp.uint32)
+    return permutations_from_bits(jax.random.bits(key, (config.update_epochs, size), jnp.uint32))
+
+
+def permutations_from_bits(bits: jax.Array) -> jax.Array:
+    """`epoch_permutations` from its random uint32 `bits` [E, B] (the training program draws
+    all of an update's randomness in one call)."""
+    size = bits.shape[-1]
     index_bits = max(1, (size - 1).bit_length())
     if index_bits > SORT_KEY_INDEX_BITS:
         perms = jnp.argsort(bits, axis=-1, stable=True).astype(jnp.int32)
@@ -43,7 +49,7 @@ def epoch_permutations(key: jax.Array, config: PPOConfig, size: int | None = Non
         low = jnp.uint32((1 << index_bits) - 1)
         rows = jax.lax.broadcasted_iota(jnp.uint32, bits.shape, 1)
         perms = (sort_rows((bits & ~low) | rows) & low).astype(jnp.int32)
-    chex.assert_shape(perms, (config.update_epochs, size))
+    chex.assert_shape(perms, bits.shape)
     return perms
 
 

@@ -37,14 +37,16 @@ are small uint8 tile ids."""
 
 
 def orthogonal(scale: float = 1.0):
-    """Flax's orthogonal initializer, except that a vmapped draw (seeds, or several networks)
-    runs one member's QR at a time instead of one batched QR.
+    """Flax's orthogonal initializer, except that on the CPU a vmapped draw (seeds, or several
+    networks) runs one member's QR at a time instead of one batched QR.
 
     jaxlib 0.10's CPU QR kernel splits a batch over XLA:CPU's thread pool from inside one of
     that pool's threads and blocks until the pieces finish: two such kernels at once on a
     2-thread pool both wait for work no thread is left to run, a deadlock at 0% CPU (vmapped
     Craftax's 512-wide layers every time, even with jaxppo's scheduler flag; BENCHMARKS.md).
-    A member's draw is exactly the draw it makes alone, so seeds keep their values."""
+    A member's draw is exactly the draw it makes alone, so seeds keep their values. A GPU
+    keeps the batched QR: one member at a time there is a loop of ~1,700 kernels per member
+    (2048 CartPole agents: 3.5M kernels before the first update, seconds of launches)."""
     draw_one = nn.initializers.orthogonal(scale)
 
     def init(key: jax.Array, shape, dtype=jnp.float32) -> jax.Array:
@@ -53,8 +55,10 @@ def orthogonal(scale: float = 1.0):
             return draw_one(k, shape, dtype)
 
         @draw.def_vmap
-        def _one_member_at_a_time(axis_size, in_batched, k):
-            return jax.lax.map(draw, k), True
+        def _vmapped(axis_size, in_batched, k):
+            batched = jax.vmap(lambda kk: draw_one(kk, shape, dtype))
+            return jax.lax.platform_dependent(k, cpu=lambda k: jax.lax.map(draw, k),
+                                              default=batched), True
 
         return draw(key)
 
@@ -100,11 +104,15 @@ class Conv(nn.Module):
                             jnp.float32)
         bias = self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
         x, kernel = x.astype(self.dtype), kernel.astype(self.dtype)
-        if jax.default_backend() == "cpu" and k % s == 0:
-            y = conv_as_matmul(x, kernel, s)
-        else:
-            y = jax.lax.conv_general_dilated(x, kernel, (s, s), "VALID",
-                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+        def conv(x, kernel):
+            return jax.lax.conv_general_dilated(x, kernel, (s, s), "VALID",
+                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+        # Chosen for the platform the program is compiled for (not the default backend's:
+        # `scripts/hlo_profile.py --target h100` compiles for a GPU on the CPU).
+        y = (jax.lax.platform_dependent(x, kernel, cpu=lambda x, w: conv_as_matmul(x, w, s),
+                                        default=conv) if k % s == 0 else conv(x, kernel))
         return y + bias.astype(self.dtype)
 
 

@@ -301,9 +301,15 @@ class HostVecEnv:
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         return obs, EnvState(token, zeros, jnp.zeros((self.num_envs,), jnp.int32))
 
+    keys_per_step = 0
+    """The host env has its own randomness, seeded at reset: it takes no keys."""
+
+    def randomness_from_keys(self, keys: jax.Array) -> jax.Array:
+        """[T] zeros for the rollout's scan to walk over (`keys` is [T, 0])."""
+        return jnp.zeros((keys.shape[0],), jnp.int8)
+
     def draw_randomness(self, key: jax.Array, num_steps: int) -> jax.Array:
-        """Nothing to draw (the host env has its own randomness, seeded at reset): [T] zeros
-        for the rollout's scan to walk over."""
+        """Nothing to draw: [T] zeros for the rollout's scan to walk over."""
         del key
         return jnp.zeros((num_steps,), jnp.int8)
 

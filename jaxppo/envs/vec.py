@@ -294,36 +294,50 @@ class VecEnv:
                              jnp.ones((k,), bool))
         return obs, EnvState(inner, zeros, jnp.zeros((self.num_envs,), jnp.int32), mask, pool)
 
-    def draw_randomness(self, key: jax.Array, num_steps: int) -> StepRandomness:
-        """Randomness for `num_steps` calls of `step_with`: env keys as `split(key, (T, N))`
-        (under `optimistic`, of the first half of `split(key)`; the fresh draws', of the second:
-        keys derived by `fold_in` could equal a split's, and a key split two ways repeats).
+    @property
+    def keys_per_step(self) -> int:
+        """Keys one vectorised step consumes: a step key and a reset key per env, and under
+        `optimistic` K more for its fresh draws (`randomness_from_keys`)."""
+        return 2 * self.num_envs + (self.reset_batch if self.reset_mode == "optimistic" else 0)
 
-        Drawn in a few batched calls rather than per step: on the CPU each threefry call costs
-        more than a CartPole step. The same randomness `gymnax.Environment.step` would draw, so
-        results match gymnax step for step.
+    def randomness_from_keys(self, keys: jax.Array) -> StepRandomness:
+        """Randomness for T calls of `step_with` from T x `keys_per_step` distinct keys (the
+        training program makes them from its one draw of an update's random bits): per step,
+        N step keys, N reset keys, then `optimistic`'s K fresh-draw keys; under `predrawn`, the
+        reset states of the reset keys, drawn for every step at once."""
+        n = self.num_envs
+        step_key, reset_key, fresh_key = keys[:, :n], keys[:, n:2 * n], keys[:, 2 * n:]
+        if self.reset_mode == "optimistic":
+            return StepRandomness(step_key, reset_key, None, None, fresh_key=fresh_key)
+        if self.lazy_reset:
+            return StepRandomness(step_key, reset_key, None, None)
+        obs, state, mask = jax.vmap(jax.vmap(self._reset_one))(reset_key)
+        return StepRandomness(step_key, reset_key, obs, state, mask)
+
+    def draw_randomness(self, key: jax.Array, num_steps: int) -> StepRandomness:
+        """Randomness for `num_steps` calls of `step_with`, as gymnax's `step` draws it: env
+        keys as `split(key, (T, N))`, each split into a step key and a reset key (under
+        `optimistic`, of the first half of `split(key)`; the fresh draws', of the second: keys
+        derived by `fold_in` could equal a split's, and a key split two ways repeats), so
+        results match gymnax step for step. (Training draws its keys otherwise: one draw of
+        random bits per update, `randomness_from_keys`.)
 
         Args:
-          key: the rollout's PRNG key.
+          key: a PRNG key.
           num_steps: T, the steps to draw for.
 
         Returns:
           A `StepRandomness` whose leaves lead with T (`[T, N]` keys); under `predrawn`, also
             the T x N reset states an autoreset would use.
         """
-        fresh_key = None
+        fresh = []
         if self.reset_mode == "optimistic":
             key, fresh_root = jax.random.split(key)
-            fresh_key = jax.random.split(fresh_root, (num_steps, self.reset_batch))
+            fresh = [jax.random.split(fresh_root, (num_steps, self.reset_batch))]
         env_keys = jax.random.split(key, (num_steps, self.num_envs))
         split = jax.vmap(jax.vmap(jax.random.split))(env_keys)  # [T, N, 2]
-        step_key, reset_key = split[:, :, 0], split[:, :, 1]
-        if fresh_key is not None:
-            return StepRandomness(step_key, reset_key, None, None, fresh_key=fresh_key)
-        if self.lazy_reset:
-            return StepRandomness(step_key, reset_key, None, None)
-        obs, state, mask = jax.vmap(jax.vmap(self._reset_one))(reset_key)
-        return StepRandomness(step_key, reset_key, obs, state, mask)
+        return self.randomness_from_keys(
+            jnp.concatenate([split[:, :, 0], split[:, :, 1], *fresh], axis=1))
 
     def step(self, key: jax.Array, state: EnvState, action: jax.Array) -> tuple[EnvState, EnvStep]:
         """Step every env once with fresh randomness (convenience; rollouts use `step_with`).
