@@ -214,6 +214,16 @@ def refuse_with_resume(args) -> None:
                          f"directory: drop {', '.join(given)}")
 
 
+def add_resume_args(sp, what: str) -> None:
+    """`--checkpoint-every`, `--resume` and `--repair-log`: train's and sweep's alike."""
+    sp.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
+                    metavar="UPDATES", help="save a checkpoint every this many updates")
+    sp.add_argument("--resume", metavar="RUN_DIR", help=f"continue a stopped {what}")
+    sp.add_argument("--repair-log", action="store_true",
+                    help="with --resume: keep a damaged metrics.csv's good rows and record the "
+                         "rows it lost (they cannot be recreated) instead of refusing")
+
+
 def add_run_args(sp) -> None:
     """The flags every verb that starts runs takes (train, sweep)."""
     add_import_arg(sp)

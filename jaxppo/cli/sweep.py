@@ -10,10 +10,10 @@ import sys
 import jax
 
 from jaxppo.cli.common import (
+    add_resume_args,
     add_run_args,
     import_modules,
     load_run_config,
-    positive_int,
     print_note,
     refuse_repair_log,
     refuse_with_resume,
@@ -47,12 +47,7 @@ def add_parser(sub) -> None:
     for o in OPTIONS.values():  # each strategy's own options, from its row of the table
         s.add_argument(f"--{o.name}", type=o.type, metavar=o.metavar, help=o.help,
                        **({"action": "append", "default": []} if o.repeat else {"default": None}))
-    s.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
-                   metavar="UPDATES", help="save a checkpoint every this many updates")
-    s.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped sweep")
-    s.add_argument("--repair-log", action="store_true",
-                   help="with --resume: keep a damaged metrics.csv's good rows and record the "
-                        "rows it lost (they cannot be recreated) instead of refusing")
+    add_resume_args(s, "sweep")
     s.set_defaults(func=cmd_sweep)
 
 

@@ -4,11 +4,11 @@ stopped run."""
 from __future__ import annotations
 
 from jaxppo.cli.common import (
+    add_resume_args,
     add_run_args,
     final_return_text,
     import_modules,
     load_run_config,
-    positive_int,
     refuse_repair_log,
     refuse_with_resume,
     run_experiment,
@@ -27,12 +27,7 @@ from jaxppo.run.memory import check_run_count
 def add_parser(sub) -> None:
     t = sub.add_parser("train", help="train one config (N seeds at once)")
     add_run_args(t)
-    t.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
-                   metavar="UPDATES", help="save a checkpoint every this many updates")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
-    t.add_argument("--repair-log", action="store_true",
-                   help="with --resume: keep a damaged metrics.csv's good rows and record the "
-                        "rows it lost (they cannot be recreated) instead of refusing")
+    add_resume_args(t, "run")
     t.set_defaults(func=cmd_train)
 
 
