@@ -58,17 +58,22 @@ def write_config(run_dir: str, config: PPOConfig) -> None:
                  yaml.safe_dump(config.to_dict(), sort_keys=False))
 
 
+def read_yaml(path: str):
+    """A run directory's YAML file (`config.yaml`) as data; None where it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
 def check_config_file(run_dir: str, config: PPOConfig) -> None:
     """A resumed run continues with its checkpoint's config; a `config.yaml` edited since would
     be silently ignored, so it is refused (one line, naming the keys that differ)."""
     path = os.path.join(run_dir, "config.yaml")
     if not os.path.isfile(path):
         return
-    try:
-        with open(path, encoding="utf-8") as f:
-            on_disk = yaml.safe_load(f)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        on_disk = None
+    on_disk = read_yaml(path)
     saved = config.to_dict()
     if not isinstance(on_disk, dict):
         raise UsageError(f"'{path}' is not the config this run was started with (unreadable); "

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-import yaml
 
 from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.errors import ConfigError, UsageError
@@ -30,7 +29,7 @@ from jaxppo.run.driver import Driver
 from jaxppo.run.experiment import Experiment, print_note
 from jaxppo.run.files import RunLock, free_name, write_atomic
 from jaxppo.run.placement import make_placement
-from jaxppo.run.rundir import make_run_dir
+from jaxppo.run.rundir import make_run_dir, read_yaml
 from jaxppo.run.stats import quiet_nonfinite
 from jaxppo.run.summary import write_summary
 from jaxppo.run.sweep_table import rank_settings, sweep_title, write_sweep_files
@@ -142,10 +141,8 @@ class StaticSweep:
             path = os.path.join(self.run_dir, g.name, "config.yaml")
             if not os.path.isfile(path):
                 continue
-            try:
-                with open(path, encoding="utf-8") as f:
-                    ran = yaml.safe_load(f)
-            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            ran = read_yaml(path)
+            if ran is None:
                 continue  # the group's own resume says what is wrong with it
             want = group_config(self.config, g).to_dict()
             if isinstance(ran, dict):
