@@ -86,3 +86,8 @@ def returns_text(values) -> str:
     if not len(x):
         return "none"
     return f"{x.mean():.4g}" + (f" ± {x.std():.3g}" if len(x) > 1 else "")
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 update`, `5 updates`, `1,024 updates`: a count that reads as a user would write it."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -193,9 +193,11 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
     plt.close(fig)
 
 
-def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str = "") -> None:
+def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str = "",
+                           one_seed: bool = False) -> None:
     """IQM over seeds vs env steps with its 95% band, one line per run (setting); the legend
-    outside the axes, every series its own colour or line style."""
+    outside the axes, every series its own colour or line style. `one_seed`: every line is
+    one seed's (no IQM, no band to speak of): the axis says so."""
     fig, ax = plt.subplots(figsize=(7, 4))
     if not curves:
         _empty(ax, "no metrics.csv: no curve")
@@ -206,7 +208,7 @@ def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str
                         alpha=0.2 if len(curves) <= 10 else 0.1, color=style["color"])
     if curves:
         ax.set_xlabel("environment steps")
-        ax.set_ylabel(f"IQM {scale} (95% CI)")
+        ax.set_ylabel(scale if one_seed else f"IQM {scale} (95% CI)")
         ax.grid(alpha=0.3)
         legend_outside(ax, len(curves))
     ax.set_title(title)

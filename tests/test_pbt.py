@@ -308,6 +308,9 @@ def test_chunks_end_on_every_pbt_update():
     pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=20)
     assert pbt.chunk_length(61) == 20 and pbt.chunk_length(7) == 5 and pbt.chunk_length(1) == 1
     assert pbt.chunk_length(61, start_update=30) == 10  # resumed between two PBT updates
+    pbt.interval = 5  # the nearest divisor, not the largest below: 4 wanted is 5, never 1
+    assert pbt.chunk_length(4) == 5 and pbt.chunk_length(2) == 1 and pbt.chunk_length(3) == 5
+    pbt.interval = 20
     assert [u for u in range(9) if pbt.due(u)] == []  # 8 updates: none before the end
     pbt.interval = 2
     assert [u for u in range(9) if pbt.due(u)] == [2, 4, 6]

@@ -380,8 +380,8 @@ def test_members_with_one_setting_are_told_apart_everywhere(tmp_path, monkeypatc
 
     drawn = {}
     for name in ("plot_intervals", "plot_sample_efficiency", "plot_profiles"):
-        monkeypatch.setattr(build, name, lambda path, what, scale, title, n=name: drawn.update(
-            {n: (what, title)}))
+        monkeypatch.setattr(build, name, lambda path, what, scale, title, n=name, **kw:
+                            drawn.update({n: (what, title)}))
     same = {"lr": 0.00216459, "ent_coef": 0.0125251}
     settings = [same, {"lr": 0.001, "ent_coef": 0.01}, same, same]
     run = make_run(tmp_path / "sw_pbt", final=(10.0, 20.0, 30.0, 40.0), settings=settings)
@@ -404,6 +404,11 @@ def test_members_with_one_setting_are_told_apart_everywhere(tmp_path, monkeypatc
     for name, (_, title) in drawn.items():
         assert title.startswith("CartPole-v1: "), (name, title)
     assert [r["label"] for r in drawn["plot_intervals"][0]][:4] == labels
+    # one seed per member: no "IQM over seeds", and no profile per member (16 steps drawn over
+    # each other), only across them
+    assert "IQM" not in drawn["plot_sample_efficiency"][1]
+    assert drawn["plot_profiles"][0]["groups"] == {} and "all runs" in drawn["plot_profiles"][0]
+    assert len(rep.data["profiles"]["groups"]) == 4  # report.json keeps them
 
 
 def test_halving_agents_say_how_far_they_trained_and_are_noted(tmp_path):

@@ -17,6 +17,7 @@ import jax
 from jaxppo.config import PPOConfig, load_config, parse_overrides
 from jaxppo.envs.imports import import_env_modules
 from jaxppo.errors import UsageError
+from jaxppo.labels import plural
 from jaxppo.run.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.run.divergence import describe_divergence
 from jaxppo.run.events import Callback, RunInfo
@@ -98,7 +99,7 @@ class Header(Callback):
 
     def on_compiled(self, info: RunInfo, compile_s: float) -> None:
         if not self.progress:
-            print(f"compiled in {compile_s:.1f} s ({info.chunk_updates} updates per chunk)",
+            print(f"compiled in {compile_s:.1f} s ({plural(info.chunk_updates, 'update')} per chunk)",
                   flush=True)
         if info.start_update:
             print(f"resuming at update {info.start_update}/{info.config.num_updates}", flush=True)

@@ -326,10 +326,15 @@ def write(data: dict, groups: list[Group], out: str) -> None:
         source = "+".join(sorted({r["source"] for r in data["groups"]}))
         plot_intervals(os.path.join(out, "aggregate.png"), rows, scale,
                        f"{env}: per-seed scores from {source}, 95% CIs")
+        one = all(r["seeds"] <= 1 for r in data["groups"])  # each line one seed's
         plot_sample_efficiency(os.path.join(out, "curves.png"), data["curves"], scale,
-                               f"{env}: training return, IQM over seeds")
-        plot_profiles(os.path.join(out, "profile.png"), data["profiles"], scale,
-                      f"{env}: performance profile")
+                               f"{env}: training return" + ("" if one else ", IQM over seeds"),
+                               one_seed=one)
+        profiles, what = data["profiles"], "performance profile"
+        if profiles and "all runs" in profiles and one:
+            # one seed's profile is a step from 1 to 0; many of them draw over each other
+            profiles, what = {**profiles, "groups": {}}, "performance profile (one seed per run)"
+        plot_profiles(os.path.join(out, "profile.png"), profiles, scale, f"{env}: {what}")
     except OSError as e:
         raise UsageError(f"cannot write the report to '{out}' ({e.strerror or e}); pass a "
                          "writable --out") from None

@@ -18,6 +18,7 @@ import jax
 from tqdm import tqdm
 
 from jaxppo.keys import keys_as_data
+from jaxppo.labels import plural
 from jaxppo.run.checkpoint import save_checkpoint
 from jaxppo.run.distributed import from_process_0, gather, is_main_process
 from jaxppo.run.events import Callback, ChunkEvent, RunInfo, RunResult
@@ -71,7 +72,7 @@ class Progress(Callback):
         if self.bar is not None:
             self.bar.set_description_str("training", refresh=True)
         else:
-            print(f"compiled in {compile_s:.1f} s ({info.chunk_updates} updates per chunk)",
+            print(f"compiled in {compile_s:.1f} s ({plural(info.chunk_updates, 'update')} per chunk)",
                   flush=True)
 
     def on_chunk(self, event: ChunkEvent) -> None:

@@ -186,10 +186,12 @@ class PBTController(Controller):
 
     # -- Experiment's side ---------------------------------------------------------------------
     def chunk_length(self, want: int, start_update: int = 0) -> int:
-        """The largest chunk no longer than `want` whose boundaries fall on every PBT update
-        from `start_update` on."""
+        """The chunk nearest `want` (by ratio; the longer one on a tie) whose boundaries fall
+        on every PBT update from `start_update` on: a divisor of the interval (`want` 4 with
+        an interval of 5 is 5, not 1: a chunk per update costs a dispatch per update)."""
         g = math.gcd(self.interval, start_update)
-        return max(d for d in divisors(g) if d <= max(1, want))
+        want = max(1, want)
+        return min(divisors(g), key=lambda d: (abs(math.log(d / want)), -d))
 
     def headers(self) -> dict[str, list[str]]:
         """The columns of the two logs, by file name."""
