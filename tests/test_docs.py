@@ -41,7 +41,7 @@ CLUSTER = ("--coordinator-address", "/shared/runs")
 COVERED = {"compare --config configs/atari_breakout.yaml": (
                "test_compare.py", "def test_jaxppo_atari_compare_end_to_end"),
            "compare --config configs/cartpole.yaml --set env_id=gymnasium/": (
-               "test_compare.py", "def test_jaxppo_gymnasium_compare_end_to_end"),
+               "test_compare.py", "def test_compare_on_a_busy_machine_states_its_threads_and_load"),
            "jaxppo compare --config configs/cartpole.yaml": ("test_compare.py",
                                                              "def test_compare_runs_end_to_end"),
            "jaxppo compare --config configs/minatar_breakout_cnn.yaml": (

@@ -429,11 +429,11 @@ def test_bad_env_ids_are_one_line(env_id, match, monkeypatch):
     assert "\n" not in str(e.value)
 
 
-def test_the_readme_shows_the_example_env_as_it_is_on_disk():
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+def test_the_docs_show_the_example_env_as_it_is_on_disk():
+    page = open(os.path.join(ROOT, "docs", "how-to", "jax-env.md"), encoding="utf-8").read()
     source = open(os.path.join(ROOT, "scripts", "corridor.py"), encoding="utf-8").read()
     shown = source[source.index("@struct.dataclass"):source.index('\nif __name__')].strip()
-    assert shown in readme
+    assert shown in page
 
 
 def test_env_params_replace_fields_of_the_params_and_name_the_valid_ones():

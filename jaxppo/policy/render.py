@@ -49,10 +49,10 @@ def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path:
         return _host_gif(config, train_state, key, path, deterministic)
     venv, states, rewards, length = play_episode(config, train_state, key, deterministic,
                                                  env=env, env_params=env_params)
-    write_gif = _episode_writer(config.env_id, "write_gif")
-    if write_gif is not None:
+    writer = _episode_writer(config.env_id, "write_gif")  # a suite's own (Brax's side view)
+    if writer is not None:
         try:
-            write_gif(venv.env, states, rewards, path)
+            writer(venv.env, states, rewards, path)
         except OSError as e:
             if e.filename not in (None, path):
                 raise
