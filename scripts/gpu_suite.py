@@ -123,9 +123,16 @@ def _fmt(v) -> str:
     return str(v)
 
 
+ONE_ROW = False
+"""`--one-row`: each part measures its first row only (a check that every part still runs)."""
+
+
 def run_row(report: Report, part: str, what: str, config: PPOConfig, agents: int,
             note: str = "") -> None:
-    """One `Experiment` (no files), and its row."""
+    """One `Experiment` (no files), and its row (none after the part's first under
+    `--one-row`)."""
+    if ONE_ROW and any(r["part"] == part and r["sps"] is not None for r in report.rows):
+        return
     est = estimate_memory(config, agents, metrics_updates=None).total / 2**30
     t0 = time.perf_counter()
     try:
@@ -401,6 +408,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {','.join(PARTS)}")
     p.add_argument("--tiny", action="store_true", help="toy sizes (CPU): proves every part runs")
+    p.add_argument("--one-row", action="store_true",
+                   help="the first row of each part only (with --tiny: the quickest check)")
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
     p.add_argument("--out", default="gpu_suite", help="writes OUT.json and OUT.md")
     p.add_argument("--atari-steps", type=int, default=None, metavar="N",
@@ -415,12 +424,14 @@ def main(argv: list[str] | None = None) -> None:
             os.remove(args.out + ".json")
         for part in parts:
             cmd = [sys.executable, os.path.abspath(__file__), "--parts", part, "--out", args.out,
-                   *(["--tiny"] if args.tiny else []),
+                   *(["--tiny"] if args.tiny else []), *(["--one-row"] if args.one_row else []),
                    *(["--purejaxrl", args.purejaxrl] if args.purejaxrl else []),
                    *(["--atari-steps", str(args.atari_steps)] if args.atari_steps else [])]
             subprocess.run(cmd, check=False)
         print(f"wrote {args.out}.json and {args.out}.md", flush=True)
         return
+    global ONE_ROW
+    ONE_ROW = args.one_row
     report = Report(args.out)
     print("| " + " | ".join(COLUMNS) + " |", flush=True)
     part = parts[0]
