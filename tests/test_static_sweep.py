@@ -126,8 +126,11 @@ BAD_CLI = {  # argv after the config, culprits the one line must name
 
 @pytest.mark.unit
 @pytest.mark.parametrize("name", list(BAD_CLI))
-def test_bad_static_input_is_one_line_and_writes_nothing(tmp_path, capsys, name):
+def test_bad_static_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch, name):
     argv, culprits = BAD_CLI[name]
+    # the memory check reads the host's free RAM: fixed here (the first group of "a later
+    # group cannot fit" needs ~14 GiB, the second far more), whatever else the machine runs
+    monkeypatch.setattr("jaxppo.run.memory.host_available", lambda: 18 * 2**30)
     assert_sweep_refused(capsys, tmp_path, ["--config", CARTPOLE, *argv], culprits)
 
 
