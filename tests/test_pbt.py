@@ -245,8 +245,6 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
                 assert r[col] == "", (r, col)
             else:
                 np.testing.assert_allclose(float(r[col]), np.mean(cells), rtol=1e-5)
-
-
     # TensorBoard names each member as the tables do (by its id; its hyperparameters change)
     exp = Experiment(ckpt.config, hparams=ckpt.record.settings, logdir=None,
                      controller=controller_for(ckpt.config, ckpt.record, 4))

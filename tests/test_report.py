@@ -420,9 +420,12 @@ def test_halving_agents_say_how_far_they_trained_and_are_noted(tmp_path):
                    {"runs": [0], "updates": 3}]
     with open(os.path.join(run, "summary.json"), "w") as f:
         json.dump(s, f)
-    groups, notes = read_run(run)
+    groups, _ = read_run(run)
     assert [(g.label, g.updates) for g in groups] == [
         ("agent 0: lr=0.001", 3), ("agent 1: lr=0.002", 6), ("agent 2: lr=0.003", 12)]
+    rep = report(run, tmp_path / "out", reps=50)
+    assert rep.data["aggregate"] is None
+    assert any("different numbers of updates (3, 6, 12" in n for n in rep.data["notes"])
 
 
 @pytest.mark.parametrize("n", [3, 16, 40])

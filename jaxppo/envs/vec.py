@@ -304,7 +304,14 @@ class VecEnv:
         """Randomness for T calls of `step_with` from T x `keys_per_step` distinct keys (the
         training program makes them from its one draw of an update's random bits): per step,
         N step keys, N reset keys, then `optimistic`'s K fresh-draw keys; under `predrawn`, the
-        reset states of the reset keys, drawn for every step at once."""
+        reset states of the reset keys, drawn for every step at once.
+
+        Args:
+          keys: `[T, keys_per_step]` PRNG keys, all distinct.
+
+        Returns:
+          A `StepRandomness` whose leaves lead with T, as `draw_randomness` returns.
+        """
         n = self.num_envs
         step_key, reset_key, fresh_key = keys[:, :n], keys[:, n:2 * n], keys[:, 2 * n:]
         if self.reset_mode == "optimistic":
