@@ -171,32 +171,29 @@ def _gymnax(venv: VecEnv) -> Library:
     return Library(reset, step)
 
 
-def _brax(venv: VecEnv) -> Library:
-    brax = venv.env.brax_env  # what brax.envs.get_environment built
+def _state_env(env, unwrap) -> Library:
+    """A library env whose `reset(key)` and `step(state, action)` return one state object
+    (`obs`, `reward`, `done` as a float): Brax's and Playground's."""
 
     def reset(keys):
-        state = jax.vmap(brax.reset)(keys)
+        state = jax.vmap(env.reset)(keys)
         return Own(state.obs, state)
 
     def step(keys, state, action):
-        state = jax.vmap(brax.step)(state, action)
+        state = jax.vmap(env.step)(state, action)
         return Own(state.obs, state, None, state.reward, state.done > 0.5)
 
-    return Library(reset, step, lambda inner: inner.inner)
+    return Library(reset, step, unwrap)
+
+
+def _brax(venv: VecEnv) -> Library:
+    # what brax.envs.get_environment built
+    return _state_env(venv.env.brax_env, lambda inner: inner.inner)
 
 
 def _playground(venv: VecEnv) -> Library:
-    pg = venv.env.playground_env  # what Playground's registry.load built
-
-    def reset(keys):
-        state = jax.vmap(pg.reset)(keys)
-        return Own(state.obs, state)
-
-    def step(keys, state, action):
-        state = jax.vmap(pg.step)(state, action)
-        return Own(state.obs, state, None, state.reward, state.done > 0.5)
-
-    return Library(reset, step, lambda inner: inner.playground)
+    # what Playground's registry.load built
+    return _state_env(venv.env.playground_env, lambda inner: inner.playground)
 
 
 def _craftax(venv: VecEnv) -> Library:

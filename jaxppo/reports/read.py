@@ -194,13 +194,14 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                          f"agent's setting; rebuild it with: jaxppo sweep --resume {run_dir}")
     if trained is None and summary is not None and isinstance(summary.get("ranked"), list):
         trained = _ranked_updates(summary["ranked"], len(scores))
-    if trained is None and ragged and last is not None:  # stopped before its ranked table
+    if trained is None and ragged and last is not None and settings:  # before its ranked table
         try:
-            trained = [int(u) for u in run_updates(summary["search"], len(scores)
-                                                   // max(1, len(settings or [0])), last)]
+            trained = [int(u) for u in run_updates(summary["search"],
+                                                   len(scores) // len(settings), last)]
         except (KeyError, TypeError, ValueError, IndexError):
             trained = None
-        trained = trained if trained is not None and len(trained) == len(scores) else None
+        if trained is not None and len(trained) != len(scores):
+            trained = None
     if trained is None:  # every agent as far as the run went
         went = (last if metrics else
                 (info["update"] if used == "eval.json" and isinstance(info["update"], int)
