@@ -83,6 +83,10 @@ def _backend_started() -> bool:
         return False
 
 
+CPU_LEVEL = 2
+"""The LLVM optimization level jaxppo compiles its CPU training programs at."""
+
+
 def compiler_options(backend: str) -> dict | None:
     """Per-program XLA options for the training programs jaxppo compiles itself (CPU only).
 
@@ -91,7 +95,7 @@ def compiler_options(backend: str) -> dict | None:
     in XLA_FLAGS keep theirs."""
     if backend != "cpu" or "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
         return None
-    return {"xla_backend_optimization_level": 2}
+    return {"xla_backend_optimization_level": CPU_LEVEL}
 
 
 def setup_compilation_cache(enabled: bool = True) -> None:

@@ -181,7 +181,10 @@ def part_brax(report: Report, tiny: bool) -> None:
         report.add(part="brax", what="brax/ant, brax/hopper", note="skipped: Brax is not "
                    "installed (pip install 'jaxppo[brax]')")
         return
-    for env in ("brax/ant", "brax/hopper"):
+    envs = ("brax/ant", "brax/hopper")
+    if tiny:  # the quickest Brax env to compile first: the row `--tiny --one-row` keeps
+        envs = ("brax/inverted_pendulum", *envs)
+    for env in envs:
         cfg = load_config(os.path.join(ROOT, "configs", "brax_hopper.yaml"), {"env_id": env})
         for n in ((8,) if tiny else (2048, 8192)):
             steps = n * cfg.num_steps * (1 if tiny else 5)  # throughput: a few updates
@@ -215,7 +218,10 @@ SUITE_CONFIGS = ("playground_cartpole_balance", "craftax_classic_symbolic", "jum
 
 def part_suites(report: Report, tiny: bool) -> None:
     """One shipped config per JAX env suite (a budget cut to fit one call on a GPU)."""
-    for name in SUITE_CONFIGS:
+    names = SUITE_CONFIGS
+    if tiny:  # the quickest suite to compile first: the row `--tiny --one-row` keeps
+        names = ("navix_empty", *(n for n in SUITE_CONFIGS if n != "navix_empty"))
+    for name in names:
         try:
             cfg = load_config(os.path.join(ROOT, "configs", f"{name}.yaml"))
         except Exception as e:  # noqa: BLE001 - a missing extra is a row, not a crash

@@ -4,19 +4,33 @@ cache, running the CLI in-process, and a run stopped half-way.
 The suite's tiers: `pytest -m unit` (pure pieces, no training: a few minutes), `pytest -m "not
 slow"` (and the CLI, run directories, faults, env suites: integration), `pytest` (with the
 learning runs, marked `slow`). Test files of pure pieces declare `pytestmark = pytest.mark.unit`.
+
+Compile level: most tests spend their time compiling, not running, so the suite's processes
+(and the processes they start) compile at LLVM level 0 (`XLA_FLAGS`, set below before JAX
+starts; jaxppo leaves a level set there alone): the same XLA programs, about a third less
+compile, slower code. Learning runs (`slow`) run long enough for that to matter: they get
+jaxppo's own level, as a user does (`default_compile_level`).
 """
 
 import functools
 import os
 
-import jax
-import pytest
+LEVEL_FLAG = "--xla_backend_optimization_level"
+# a level you set yourself wins (pytest-xdist's workers inherit the one set here: marked)
+OWN_LEVEL = (LEVEL_FLAG in os.environ.get("XLA_FLAGS", "")
+             and "JAXPPO_SUITE_SET_LEVEL" not in os.environ)
+if not OWN_LEVEL and LEVEL_FLAG not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {LEVEL_FLAG}=0".strip()
+    os.environ["JAXPPO_SUITE_SET_LEVEL"] = "1"
 
-from jaxppo import Experiment, PPOConfig
-from jaxppo._xla import setup_compilation_cache
-from jaxppo.cli import main
-from jaxppo.envs import Box, Discrete, register_env
-from jaxppo.envs.probes import ProbeState, _Probe
+import jax  # noqa: E402 - after XLA_FLAGS: XLA reads them when JAX starts its backend
+import pytest  # noqa: E402
+
+from jaxppo import Experiment, PPOConfig  # noqa: E402
+from jaxppo._xla import setup_compilation_cache  # noqa: E402
+from jaxppo.cli import main  # noqa: E402
+from jaxppo.envs import Box, Discrete, register_env  # noqa: E402
+from jaxppo.envs.probes import ProbeState, _Probe  # noqa: E402
 
 
 class Explode(_Probe):
@@ -97,8 +111,10 @@ register_env("test/Endless-v0", Endless)
 def _cache_dir(tmp_path_factory):
     """Every compile cache of this session in its temp dir, never the user's ~/.cache: the CLI
     turns the cache on (`jaxppo train` does), and `compile_cache` does for the tests that
-    build runs themselves."""
-    path = str(tmp_path_factory.getbasetemp() / "xla-cache")
+    build runs themselves. One dir for all of pytest-xdist's workers (their base temps share a
+    parent), so a program one worker compiled, another reads back."""
+    base = tmp_path_factory.getbasetemp()
+    path = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xla-cache")
     old = os.environ.get("JAXPPO_CACHE_DIR")
     os.environ["JAXPPO_CACHE_DIR"] = path
     yield path
@@ -106,6 +122,20 @@ def _cache_dir(tmp_path_factory):
         os.environ.pop("JAXPPO_CACHE_DIR", None)
     else:
         os.environ["JAXPPO_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def default_compile_level(request, monkeypatch):
+    """A learning run (`slow`) compiles its training programs at jaxppo's own LLVM level, as a
+    user's run does: jaxppo reads XLA_FLAGS for each program it compiles, and the processes a
+    test starts read it too."""
+    if request.node.get_closest_marker("slow") and not OWN_LEVEL:
+        flags = " ".join(f for f in os.environ["XLA_FLAGS"].split()
+                         if not f.startswith(LEVEL_FLAG))
+        if flags:
+            monkeypatch.setenv("XLA_FLAGS", flags)
+        else:
+            monkeypatch.delenv("XLA_FLAGS", raising=False)
 
 
 @pytest.fixture
