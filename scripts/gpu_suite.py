@@ -3,7 +3,8 @@
     python scripts/gpu_suite.py                        # every part (well over one lease)
     python scripts/gpu_suite.py --parts agents,envs    # a part or two per call (<= ~8 min each)
     python scripts/gpu_suite.py --parts atari --atari-steps 100000   # the atari rows' SPS only
-    python scripts/gpu_suite.py --tiny                 # every part at toy sizes (CPU; a test runs it)
+    python scripts/gpu_suite.py --tiny                 # every part at toy sizes (CPU)
+    python scripts/gpu_suite.py --tiny --one-row --one-process   # the quickest check (a test runs it)
     python scripts/gpu_suite.py --purejaxrl ~/purejaxrl --parts purejaxrl
 
 Measured on one H200 (BENCHMARKS.md, session 10), with the process start and compiles: minatar
@@ -81,7 +82,8 @@ def device_info() -> dict:
 
 def peak_gib() -> float | None:
     """The device's peak allocation so far in this part's process (GPU/TPU; the CPU reports
-    none). Each part runs in its own process and its rows grow, so it is each row's peak."""
+    none). Each part runs in its own process (unless `--one-process`) and its rows grow, so it
+    is each row's peak."""
     peak = peak_device_bytes()
     return None if peak is None else peak / 2**30
 
@@ -416,6 +418,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tiny", action="store_true", help="toy sizes (CPU): proves every part runs")
     p.add_argument("--one-row", action="store_true",
                    help="the first row of each part only (with --tiny: the quickest check)")
+    p.add_argument("--one-process", action="store_true",
+                   help="every part in this process, not one process each (then a row's peak "
+                        "memory is the process's so far, not its part's): a quicker check")
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
     p.add_argument("--out", default="gpu_suite", help="writes OUT.json and OUT.md")
     p.add_argument("--atari-steps", type=int, default=None, metavar="N",
@@ -425,7 +430,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [s for s in parts if s not in PARTS]
     if unknown:
         p.error(f"--parts: unknown {unknown}; choose from {','.join(PARTS)}")
-    if len(parts) > 1:  # one process per part: each part's peak memory is its own
+    if len(parts) > 1 and not args.one_process:  # one process per part: its own peak memory
         if os.path.exists(args.out + ".json"):
             os.remove(args.out + ".json")
         for part in parts:
@@ -438,17 +443,19 @@ def main(argv: list[str] | None = None) -> None:
         return
     global ONE_ROW
     ONE_ROW = args.one_row
+    if args.one_process and os.path.exists(args.out + ".json"):
+        os.remove(args.out + ".json")
     report = Report(args.out)
     print("| " + " | ".join(COLUMNS) + " |", flush=True)
-    part = parts[0]
-    if part == "purejaxrl":
-        part_purejaxrl(report, args.tiny, args.purejaxrl)
-    elif part == "atari":
-        part_atari(report, args.tiny, args.atari_steps)
-    else:
-        {"agents": part_agents, "envs": part_envs, "minatar": part_minatar, "brax": part_brax,
-         "precision": part_precision, "policies": part_policies,
-         "suites": part_suites, "atari": part_atari, "sb3": part_sb3}[part](report, args.tiny)
+    for part in parts:
+        if part == "purejaxrl":
+            part_purejaxrl(report, args.tiny, args.purejaxrl)
+        elif part == "atari":
+            part_atari(report, args.tiny, args.atari_steps)
+        else:
+            {"agents": part_agents, "envs": part_envs, "minatar": part_minatar,
+             "brax": part_brax, "precision": part_precision, "policies": part_policies,
+             "suites": part_suites, "sb3": part_sb3}[part](report, args.tiny)
     print(f"wrote {args.out}.json and {args.out}.md", flush=True)
 
 

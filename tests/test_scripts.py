@@ -49,8 +49,10 @@ def test_benchmark_returns_tiny():
 
 def test_gpu_suite_tiny(tmp_path):
     """Every part of the GPU suite at toy sizes on the CPU (its first row each: every part's
-    code runs), so the suite cannot rot between the sessions that are lent a GPU."""
-    out = run("scripts/gpu_suite.py", "--tiny", "--one-row", "--out", str(tmp_path / "suite"))
+    code runs), so the suite cannot rot between the sessions that are lent a GPU. In one
+    process (one process per part, the default: the PureJaxRL test below)."""
+    out = run("scripts/gpu_suite.py", "--tiny", "--one-row", "--one-process", "--out",
+              str(tmp_path / "suite"))
     import json
 
     data = json.load(open(tmp_path / "suite.json"))
@@ -106,13 +108,18 @@ def make_train(config):
 
 def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
     """`--purejaxrl PATH`: a checkout's ppo.py runs beside jaxppo, with gymnax 1.0's step and
-    without distrax (here a stand-in with ppo.py's interface; no checkout can be fetched)."""
+    without distrax (here a stand-in with ppo.py's interface; no checkout can be fetched).
+    Two parts, each in a process of its own (the default), their rows in one report."""
     (tmp_path / "purejaxrl").mkdir()
     (tmp_path / "purejaxrl" / "ppo.py").write_text(STUB_PPO)
-    out = run("scripts/gpu_suite.py", "--tiny", "--parts", "purejaxrl", "--purejaxrl",
-              str(tmp_path), "--out", str(tmp_path / "suite"))
+    out = run("scripts/gpu_suite.py", "--tiny", "--parts", "agents,purejaxrl",
+              "--purejaxrl", str(tmp_path), "--out", str(tmp_path / "suite"))
     assert "| purejaxrl | PureJaxRL ppo.py (shimmed) | 1 |" in out
     assert "| purejaxrl | jaxppo, same config | 1 |" in out
+    import json
+
+    rows = json.load(open(tmp_path / "suite.json"))["rows"]
+    assert [r["part"] for r in rows] == ["agents"] * 2 + ["purejaxrl"] * 2, rows
 
 
 def test_benchmark_host_quick():

@@ -20,7 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
 SMALL = ["--set", "total_timesteps=8192", "--set", "num_envs=8", "--set", "num_steps=16",
          "--set", "num_minibatches=2", "--set", "update_epochs=2", "--set", "hidden_sizes=[16, 16]"]
-FOUR = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+FOUR = {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "  # the suite's compile level kept
+                     "--xla_force_host_platform_device_count=4".strip()}
 
 
 def child(argv, extra_env=None, timeout=600):
