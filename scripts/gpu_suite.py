@@ -430,9 +430,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [s for s in parts if s not in PARTS]
     if unknown:
         p.error(f"--parts: unknown {unknown}; choose from {','.join(PARTS)}")
+    if (len(parts) > 1 or args.one_process) and os.path.exists(args.out + ".json"):
+        os.remove(args.out + ".json")  # a new report (a part's own process appends to it)
     if len(parts) > 1 and not args.one_process:  # one process per part: its own peak memory
-        if os.path.exists(args.out + ".json"):
-            os.remove(args.out + ".json")
         for part in parts:
             cmd = [sys.executable, os.path.abspath(__file__), "--parts", part, "--out", args.out,
                    *(["--tiny"] if args.tiny else []), *(["--one-row"] if args.one_row else []),
@@ -443,8 +443,6 @@ def main(argv: list[str] | None = None) -> None:
         return
     global ONE_ROW
     ONE_ROW = args.one_row
-    if args.one_process and os.path.exists(args.out + ".json"):
-        os.remove(args.out + ".json")
     report = Report(args.out)
     print("| " + " | ".join(COLUMNS) + " |", flush=True)
     for part in parts:

@@ -27,7 +27,7 @@ import jax  # noqa: E402 - after XLA_FLAGS: XLA reads them when JAX starts its b
 import pytest  # noqa: E402
 
 from jaxppo import Experiment, PPOConfig  # noqa: E402
-from jaxppo._xla import setup_compilation_cache  # noqa: E402
+from jaxppo._xla import CPU_LEVEL, setup_compilation_cache  # noqa: E402
 from jaxppo.cli import main  # noqa: E402
 from jaxppo.envs import Box, Discrete, register_env  # noqa: E402
 from jaxppo.envs.probes import ProbeState, _Probe  # noqa: E402
@@ -122,6 +122,10 @@ def _cache_dir(tmp_path_factory):
         os.environ.pop("JAXPPO_CACHE_DIR", None)
     else:
         os.environ["JAXPPO_CACHE_DIR"] = old
+
+
+USER_LEVEL = {"xla_backend_optimization_level": CPU_LEVEL}
+"""The compiler options of a test that compiles a learning run itself: jaxppo's own level."""
 
 
 @pytest.fixture(autouse=True)

@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import USER_LEVEL
 
 from jaxppo import ConfigError, PPOConfig, make_train
-from jaxppo._xla import CPU_LEVEL
 from jaxppo.envs import HostVecEnv, VecEnv, check_env_id, registry
 from jaxppo.envs.registry import GYMNAX, HOST_SOURCES, SOURCES
 from jaxppo.envs.sources.protocol import HostSuite, JaxSuite
@@ -595,7 +595,7 @@ def test_a_short_run_learns(prefix):
     case = LEARNING[prefix]
     config = PPOConfig(**case.config)
     # a learning run compiles as a user's does (the suite's own level is for short programs)
-    options = case.compiler_options or {"xla_backend_optimization_level": CPU_LEVEL}
+    options = case.compiler_options or USER_LEVEL
     if case.one_by_one:
         train = jax.jit(make_train(config)).lower(jax.random.key(0)).compile(
             compiler_options=options)

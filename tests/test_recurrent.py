@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import USER_LEVEL
 
 import jaxppo
 from jaxppo import ConfigError, Experiment, PPOConfig, make_train
-from jaxppo._xla import CPU_LEVEL
 from jaxppo.core.networks import unroll
 from jaxppo.core.rollout import RolloutSettings, rollout
 
@@ -26,7 +26,7 @@ MEMORY = PPOConfig(env_id="probe/Memory-v0", network="gru", rnn_size=32, hidden_
 def _returns(config, seeds=4):
     keys = jax.random.split(jax.random.key(0), seeds)
     out = jax.jit(jax.vmap(make_train(config))).lower(keys).compile(  # as a user's run compiles
-        compiler_options={"xla_backend_optimization_level": CPU_LEVEL})(keys)
+        compiler_options=USER_LEVEL)(keys)
     ret = np.asarray(out.metrics["episodic_return"])
     return ret[:, -ret.shape[1] // 5:].mean()  # the last 20% of updates, over seeds
 
