@@ -16,12 +16,10 @@ import functools
 import os
 
 LEVEL_FLAG = "--xla_backend_optimization_level"
-# a level you set yourself wins (pytest-xdist's workers inherit the one set here: marked)
-OWN_LEVEL = (LEVEL_FLAG in os.environ.get("XLA_FLAGS", "")
-             and "JAXPPO_SUITE_SET_LEVEL" not in os.environ)
-if not OWN_LEVEL and LEVEL_FLAG not in os.environ.get("XLA_FLAGS", ""):
+if LEVEL_FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {LEVEL_FLAG}=0".strip()
-    os.environ["JAXPPO_SUITE_SET_LEVEL"] = "1"
+    os.environ["JAXPPO_SUITE_SET_LEVEL"] = "1"  # marked: pytest-xdist's workers inherit it
+OWN_LEVEL = "JAXPPO_SUITE_SET_LEVEL" not in os.environ  # a level you set yourself wins
 
 import jax  # noqa: E402 - after XLA_FLAGS: XLA reads them when JAX starts its backend
 import pytest  # noqa: E402

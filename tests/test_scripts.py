@@ -1,6 +1,7 @@
 """The benchmark scripts run end to end at tiny budgets (no timing assertions: numbers vary)."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -53,8 +54,6 @@ def test_gpu_suite_tiny(tmp_path):
     process (one process per part, the default: the PureJaxRL test below)."""
     out = run("scripts/gpu_suite.py", "--tiny", "--one-row", "--one-process", "--out",
               str(tmp_path / "suite"))
-    import json
-
     data = json.load(open(tmp_path / "suite.json"))
     assert data["device"]["platform"] == "cpu" and data["device"]["jax"]
     parts = {r["part"] for r in data["rows"]}
@@ -116,8 +115,6 @@ def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
               "--purejaxrl", str(tmp_path), "--out", str(tmp_path / "suite"))
     assert "| purejaxrl | PureJaxRL ppo.py (shimmed) | 1 |" in out
     assert "| purejaxrl | jaxppo, same config | 1 |" in out
-    import json
-
     rows = json.load(open(tmp_path / "suite.json"))["rows"]
     assert [r["part"] for r in rows] == ["agents"] * 2 + ["purejaxrl"] * 2, rows
 
