@@ -5,19 +5,21 @@ The suite's tiers: `pytest -m unit` (pure pieces, no training: a few minutes), `
 slow"` (and the CLI, run directories, faults, env suites: integration), `pytest` (with the
 learning runs, marked `slow`). Test files of pure pieces declare `pytestmark = pytest.mark.unit`.
 
-Compile level: most tests spend their time compiling, not running, so the suite's processes
-(and the processes they start) compile at LLVM level 0 (`XLA_FLAGS`, set below before JAX
-starts; jaxppo leaves a level set there alone): the same XLA programs, about a third less
-compile, slower code. Learning runs (`slow`) run long enough for that to matter: they get
-jaxppo's own level, as a user does (`default_compile_level`).
+Compile options: most tests spend their time compiling, not running, so the suite's processes
+(and the processes they start) compile at LLVM level 0 and with XLA:CPU's older loop emitters
+instead of its MLIR fusion emitters (`SUITE_FLAGS` in `XLA_FLAGS`, set below before JAX starts;
+jaxppo leaves a level set there alone): the same XLA programs, about half the compile, slower
+code. Learning runs (`slow`) run long enough for that to matter: they get jaxppo's own options,
+as a user does (`default_compile_level`).
 """
 
 import functools
 import os
 
 LEVEL_FLAG = "--xla_backend_optimization_level"
+SUITE_FLAGS = (f"{LEVEL_FLAG}=0", "--xla_cpu_use_fusion_emitters=false")
 if LEVEL_FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {LEVEL_FLAG}=0".strip()
+    os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *SUITE_FLAGS]).strip()
     os.environ["JAXPPO_SUITE_SET_LEVEL"] = "1"  # marked: pytest-xdist's workers inherit it
 OWN_LEVEL = "JAXPPO_SUITE_SET_LEVEL" not in os.environ  # a level you set yourself wins
 
@@ -29,6 +31,7 @@ from jaxppo._xla import CPU_LEVEL, setup_compilation_cache  # noqa: E402
 from jaxppo.cli import main  # noqa: E402
 from jaxppo.envs import Box, Discrete, register_env  # noqa: E402
 from jaxppo.envs.probes import ProbeState, _Probe  # noqa: E402
+from jaxppo.run import driver  # noqa: E402
 
 
 class Explode(_Probe):
@@ -122,22 +125,27 @@ def _cache_dir(tmp_path_factory):
         os.environ["JAXPPO_CACHE_DIR"] = old
 
 
-USER_LEVEL = {"xla_backend_optimization_level": CPU_LEVEL}
-"""The compiler options of a test that compiles a learning run itself: jaxppo's own level."""
+USER_LEVEL = {"xla_backend_optimization_level": CPU_LEVEL, "xla_cpu_use_fusion_emitters": True}
+"""The compiler options of a learning run in a suite process: jaxppo's own level, and XLA's
+own emitters back (this process read `SUITE_FLAGS` when it started; per program, XLA takes
+them back)."""
 
 
 @pytest.fixture(autouse=True)
 def default_compile_level(request, monkeypatch):
-    """A learning run (`slow`) compiles its training programs at jaxppo's own LLVM level, as a
-    user's run does: jaxppo reads XLA_FLAGS for each program it compiles, and the processes a
-    test starts read it too."""
+    """A learning run (`slow`) compiles its training programs as a user's run does: the
+    processes it starts get XLA_FLAGS without `SUITE_FLAGS`, and jaxppo's driver in this
+    process compiles with `USER_LEVEL` (it reads XLA_FLAGS for each program it compiles, but
+    XLA read the emitter flag once, at start)."""
     if request.node.get_closest_marker("slow") and not OWN_LEVEL:
         flags = " ".join(f for f in os.environ["XLA_FLAGS"].split()
-                         if not f.startswith(LEVEL_FLAG))
+                         if f not in SUITE_FLAGS)
         if flags:
             monkeypatch.setenv("XLA_FLAGS", flags)
         else:
             monkeypatch.delenv("XLA_FLAGS", raising=False)
+        monkeypatch.setattr(driver, "compiler_options",
+                            lambda backend: USER_LEVEL if backend == "cpu" else None)
 
 
 @pytest.fixture
