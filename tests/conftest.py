@@ -25,13 +25,13 @@ OWN_LEVEL = "JAXPPO_SUITE_SET_LEVEL" not in os.environ  # a level you set yourse
 
 import jax  # noqa: E402 - after XLA_FLAGS: XLA reads them when JAX starts its backend
 import pytest  # noqa: E402
+from jax._src import compiler as jax_compiler  # noqa: E402
 
 from jaxppo import Experiment, PPOConfig  # noqa: E402
 from jaxppo._xla import CPU_LEVEL, setup_compilation_cache  # noqa: E402
 from jaxppo.cli import main  # noqa: E402
 from jaxppo.envs import Box, Discrete, register_env  # noqa: E402
 from jaxppo.envs.probes import ProbeState, _Probe  # noqa: E402
-from jaxppo.run import driver  # noqa: E402
 
 
 class Explode(_Probe):
@@ -125,27 +125,62 @@ def _cache_dir(tmp_path_factory):
         os.environ["JAXPPO_CACHE_DIR"] = old
 
 
-USER_LEVEL = {"xla_backend_optimization_level": CPU_LEVEL, "xla_cpu_use_fusion_emitters": True}
-"""The compiler options of a learning run in a suite process: jaxppo's own level, and XLA's
-own emitters back (this process read `SUITE_FLAGS` when it started; per program, XLA takes
-them back)."""
+USER_LEVEL = {"xla_backend_optimization_level": CPU_LEVEL}
+"""The compiler options of a test that compiles a learning run itself: jaxppo's own level."""
+
+XLA_OWN = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+"""XLA's own defaults for what `SUITE_FLAGS` changes."""
+
+
+def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict) -> None:
+    """This test's programs compile with `options` under the ones a program asks for itself
+    (jaxppo's driver asks for its level), and the processes it starts get XLA_FLAGS with only
+    the `keep` part of `SUITE_FLAGS`. XLA read XLA_FLAGS once, when this process started; per
+    program it takes options (JAX's compile options, wrapped here: a private function, so the
+    suite's own concern)."""
+    flags = " ".join(f for f in os.environ["XLA_FLAGS"].split()
+                     if f not in SUITE_FLAGS or f in keep)
+    if flags:
+        monkeypatch.setenv("XLA_FLAGS", flags)
+    else:
+        monkeypatch.delenv("XLA_FLAGS", raising=False)
+    real = jax_compiler.get_compile_options
+
+    def get_compile_options(*args, env_options_overrides=None, **kwargs):
+        return real(*args, env_options_overrides={**options, **(env_options_overrides or {})},
+                    **kwargs)
+
+    monkeypatch.setattr(jax_compiler, "get_compile_options", get_compile_options)
+
+
+def compile_as_a_user(monkeypatch) -> None:
+    """XLA's own options from here on (for a fixture of a wider scope than a test's, which
+    runs before `default_compile_level`: pass it a `pytest.MonkeyPatch.context()`)."""
+    if not OWN_LEVEL:
+        _compile_with(monkeypatch, (), XLA_OWN)
+
+
+def compile_exactly(monkeypatch) -> None:
+    """XLA's own emitters from here on, at the suite's level (for a fixture a test marked
+    `exact` compares against: see `compile_as_a_user`). JAX's in-memory caches are emptied:
+    a program compiled before under `SUITE_FLAGS` is compiled again, not reused."""
+    if not OWN_LEVEL:
+        _compile_with(monkeypatch, (SUITE_FLAGS[0],), {"xla_cpu_use_fusion_emitters": True})
+        jax.clear_caches()
 
 
 @pytest.fixture(autouse=True)
 def default_compile_level(request, monkeypatch):
-    """A learning run (`slow`) compiles its training programs as a user's run does: the
-    processes it starts get XLA_FLAGS without `SUITE_FLAGS`, and jaxppo's driver in this
-    process compiles with `USER_LEVEL` (it reads XLA_FLAGS for each program it compiles, but
-    XLA read the emitter flag once, at start)."""
-    if request.node.get_closest_marker("slow") and not OWN_LEVEL:
-        flags = " ".join(f for f in os.environ["XLA_FLAGS"].split()
-                         if f not in SUITE_FLAGS)
-        if flags:
-            monkeypatch.setenv("XLA_FLAGS", flags)
-        else:
-            monkeypatch.delenv("XLA_FLAGS", raising=False)
-        monkeypatch.setattr(driver, "compiler_options",
-                            lambda backend: USER_LEVEL if backend == "cpu" else None)
+    """A learning run (`slow`) compiles as a user's run does: XLA's own options, jaxppo's
+    level for its training programs. A test marked `exact` compares two compiled programs
+    bit for bit (a resume and the run it continues, chunks and one scan, vmapped and alone):
+    jaxppo promises that under XLA's own emitters, which it gets back (at the suite's level)."""
+    if OWN_LEVEL:
+        return
+    if request.node.get_closest_marker("slow"):
+        compile_as_a_user(monkeypatch)
+    elif request.node.get_closest_marker("exact"):
+        compile_exactly(monkeypatch)
 
 
 @pytest.fixture

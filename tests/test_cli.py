@@ -233,6 +233,7 @@ def test_load_checkpoint_api(tmp_path):
     assert one.train_state.params["params"]["actor"]["Dense_0"]["kernel"].shape == (4, 16)
 
 
+@pytest.mark.exact
 def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys):
     code, whole = train(tmp_path, "--seeds", "2", name="whole")
     assert code == 0

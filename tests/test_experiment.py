@@ -13,6 +13,7 @@ import types
 import jax
 import numpy as np
 import pytest
+from conftest import compile_exactly
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
@@ -42,7 +43,9 @@ def whole(tmp_path_factory):
     """One uninterrupted 2-seed run with files: what every stopped-and-resumed run must equal."""
     tmp = tmp_path_factory.mktemp("whole")
     setup_compilation_cache()
-    result = experiment(tmp).run()
+    with pytest.MonkeyPatch.context() as mp:  # the exact tests compare against it
+        compile_exactly(mp)
+        result = experiment(tmp).run()
     return result, os.path.join(str(tmp), "run")
 
 
@@ -88,6 +91,7 @@ def test_no_logdir_writes_nothing(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.exact
 def test_a_callback_returning_false_stops_and_resume_equals_uninterrupted(tmp_path, whole):
     seen = []
 
@@ -104,6 +108,7 @@ def test_a_callback_returning_false_stops_and_resume_equals_uninterrupted(tmp_pa
     assert_same_run(whole[1], run)
 
 
+@pytest.mark.exact
 def test_an_exception_in_a_callback_surfaces_and_leaves_a_checkpoint(tmp_path, whole):
     def boom(event):
         if event.update == 12:
@@ -135,6 +140,7 @@ def test_a_callback_returning_an_array_is_named_and_the_run_keeps_its_checkpoint
     assert load_checkpoint(os.path.join(str(tmp_path), "run")).update in (6, 12)
 
 
+@pytest.mark.exact
 def test_sigint_stops_at_the_chunk_and_resume_equals_uninterrupted(tmp_path, whole):
     def interrupt(event):
         if event.update == 6:
@@ -301,6 +307,7 @@ def test_static_fields_cannot_be_swept_in_one_compile():
         Experiment(CONFIG, hparams=[{"num_minibatches": 4}])
 
 
+@pytest.mark.exact
 def test_cli_eval_equals_the_python_evaluate(whole, capsys):
     run = whole[1]
     capsys.readouterr()
@@ -339,6 +346,7 @@ def test_wandb_missing_is_one_line(monkeypatch):
         experiment(callbacks=[jaxppo.WandbLogger()]).run()
 
 
+@pytest.mark.exact
 def test_donating_the_runner_state_changes_nothing_but_memory(tmp_path, whole):
     """`donate=True` (the default on a GPU/TPU): the chunk program aliases its input runner
     state to its output (one copy on the device, not two), callbacks get a host copy, and the

@@ -14,7 +14,7 @@ import time
 import msgpack
 import numpy as np
 import pytest
-from conftest import stop_run_at
+from conftest import compile_exactly, stop_run_at
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
@@ -64,8 +64,10 @@ def long_whole(tmp_path_factory):
     """The uninterrupted LONG run every killed-and-resumed one must equal."""
     logdir = str(tmp_path_factory.mktemp("long"))
     setup_compilation_cache()
-    assert main(["train", "--config", CARTPOLE, *LONG, "--seeds", "2", "--logdir", logdir,
-                 "--run-name", "whole", "--no-progress"]) == 0
+    with pytest.MonkeyPatch.context() as mp:  # the exact tests compare against it
+        compile_exactly(mp)
+        assert main(["train", "--config", CARTPOLE, *LONG, "--seeds", "2", "--logdir", logdir,
+                     "--run-name", "whole", "--no-progress"]) == 0
     return os.path.join(logdir, "whole")
 
 
@@ -78,6 +80,7 @@ def wait_for_checkpoint(proc, run, timeout=300):
         time.sleep(0.05)
 
 
+@pytest.mark.exact
 def test_kill_9_then_resume_gives_the_uninterrupted_logs(tmp_path, long_whole):
     run = str(tmp_path / "run")
     proc = child("train", "--config", CARTPOLE, *LONG, "--seeds", "2", "--logdir", str(tmp_path),
@@ -375,6 +378,7 @@ def test_a_closed_stdout_does_not_kill_the_run(tmp_path):
     assert json.load(open(tmp_path / "r" / "summary.json"))["finished"]
 
 
+@pytest.mark.exact
 def test_ctrl_c_during_a_sweep_keeps_what_ran_and_resumes(tmp_path, capsys, monkeypatch):
     original = CsvLogger.on_chunk
 
@@ -441,6 +445,7 @@ def test_impossible_hparams_given_to_train_are_refused():
         make_train(config).init(jax.random.key(0), bad._replace(lr=1e-3, gamma=1.5))
 
 
+@pytest.mark.exact
 def test_chunks_of_a_prime_number_of_updates_equal_one_scan():
     config = PPOConfig(total_timesteps=64 * 7, num_envs=4, num_steps=16, num_minibatches=2,
                        update_epochs=1, hidden_sizes=(8,))
@@ -453,6 +458,7 @@ def test_chunks_of_a_prime_number_of_updates_equal_one_scan():
     np.testing.assert_array_equal(result.metrics["policy_loss"], whole.metrics["policy_loss"])
 
 
+@pytest.mark.exact
 def test_an_older_config_yaml_and_a_cut_csv_row_still_resume(stopped_run, tmp_path, capsys):
     """A config.yaml written before a key existed (defaults fill it in) is not an edit; a row a
     kill cut short and rows past the checkpoint are dropped, the rest kept with today's columns."""

@@ -14,7 +14,7 @@ from collections import Counter
 import jax
 import numpy as np
 import pytest
-from conftest import assert_sweep_refused, run_cli
+from conftest import assert_sweep_refused, compile_exactly, run_cli
 
 import jaxppo.run.driver
 from jaxppo import ConfigError, load_config, load_policy
@@ -154,6 +154,7 @@ def halving_run(tmp_path_factory):
 
     mp = pytest.MonkeyPatch()
     mp.setattr(jaxppo.run.driver.Driver, "compile", spy)
+    compile_exactly(mp)  # an exact test compares against it
     try:
         code = main(["sweep", "--config", CARTPOLE, *TINY, *HALVING, "--logdir", str(tmp),
                      "--run-name", "cli", "--no-progress"])
@@ -224,6 +225,7 @@ def test_a_stopped_agent_can_be_evaluated_and_loaded(halving_run, capsys):
     assert "(deterministic, update 6): return" in capsys.readouterr().out
 
 
+@pytest.mark.exact
 def test_the_same_seed_draws_the_same_settings_and_a_resume_is_bit_exact(halving_run):
     """The Python API with the CLI's seed: the same draw; stopped mid-window of the first
     rung, then past the second rung's end, and resumed, it equals the uninterrupted CLI

@@ -236,6 +236,7 @@ def _needs_mujoco():
 
 
 # ---- training ---------------------------------------------------------------------------------
+@pytest.mark.exact
 def test_vmapped_seeds_share_one_pool_and_equal_each_seed_alone(walk_train):
     env = walk_train.env
     calls = []
@@ -299,6 +300,7 @@ def test_cli_seeds_2_then_eval_and_load_policy(tmp_path, capsys):
     assert policy.act(np.zeros(2, np.float32)).shape == ()
 
 
+@pytest.mark.exact
 def test_resume_starts_fresh_episodes_in_one_line_and_the_learner_exactly(tmp_path, capsys,
                                                                           monkeypatch):
     config = walk_config(total_timesteps=4 * 8 * 8)

@@ -201,6 +201,7 @@ def _rows(path):
     return list(csv.DictReader(open(path, encoding="utf-8")))
 
 
+@pytest.mark.exact
 def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
     code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, *TINY, *PBT, "--seed", "3",
                                  "--logdir", str(tmp_path), "--run-name", "cli"])

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import compile_exactly
 
 from jaxppo import CheckpointError, PPOConfig, make_train
 from jaxppo.core.networks import make_network
@@ -27,7 +28,9 @@ def cartpole(tmp_path_factory, tiny_config):
     """A 4-seed CartPole run trained with observation normalization, saved as the CLI does."""
     config = dataclasses.replace(tiny_config, normalize_obs=True)
     train = make_train(config)
-    out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), RUNS))
+    with pytest.MonkeyPatch.context() as mp:  # the exact tests compare against it
+        compile_exactly(mp)
+        out = jax.jit(jax.vmap(train))(jax.random.split(jax.random.key(0), RUNS))
     run = tmp_path_factory.mktemp("cartpole")
     save_checkpoint(str(run), out.runner_state, config, config.num_updates, RUNS)
     return run, config, out.runner_state.train_state, train
@@ -79,6 +82,7 @@ def test_continuous_act_applies_the_normalizer(tmp_path):
         policy.act(jnp.zeros((2, 4)))
 
 
+@pytest.mark.exact
 def test_evaluate_is_one_compile_and_equals_per_run_evaluation(cartpole, monkeypatch):
     run, config, train_states, _ = cartpole
     ev._evaluator.cache_clear()
@@ -109,6 +113,7 @@ def test_evaluate_is_one_compile_and_equals_per_run_evaluation(cartpole, monkeyp
     assert not stochastic.deterministic and stochastic.returns.shape == (RUNS, 3)
 
 
+@pytest.mark.exact
 def test_a_python_rollout_of_the_policy_matches_evaluate(cartpole):
     """Episode e starts from `split(split(key)[0], E)[e]` (evaluate's documented keys); the
     CartPole dynamics are deterministic, so acting in a plain loop gives the same episode. The

@@ -111,6 +111,7 @@ def tiny_gru():
     return config, train, jax.jit(train), jax.jit(jax.vmap(train))
 
 
+@pytest.mark.exact
 def test_vmapped_recurrent_seeds_equal_seeds_run_alone(tiny_gru):
     _, _, train_j, train_v = tiny_gru
     keys = jax.random.split(jax.random.key(7), 3)
@@ -124,6 +125,7 @@ def test_vmapped_recurrent_seeds_equal_seeds_run_alone(tiny_gru):
                                    rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.exact
 def test_recurrent_chunks_equal_the_whole_run_and_nothing_retraces(tiny_gru):
     config, train, train_j, _ = tiny_gru
     whole = train_j(jax.random.key(0))
@@ -139,6 +141,7 @@ def test_recurrent_chunks_equal_the_whole_run_and_nothing_retraces(tiny_gru):
     f(jax.random.key(1))
 
 
+@pytest.mark.exact
 def test_recurrent_run_resumes_exactly_and_its_policy_carries_state(tmp_path):
     config = dataclasses.replace(MEMORY, total_timesteps=8 * 20 * 60)
     whole = Experiment(config, seeds=2, logdir=str(tmp_path), run_name="whole", progress=False,

@@ -115,6 +115,7 @@ def test_every_episode_runs_from_the_state_it_was_handed():
         start = np.where(done[:, None], np.asarray(steps.obs[t]), start)
 
 
+@pytest.mark.exact
 def test_optimistic_vmapped_seeds_equal_each_seed_alone():
     env = VecEnv("test/CostlyReset-v0", N, reset="optimistic", reset_batch=K)
     keys = jax.random.split(jax.random.key(2), 3)
@@ -173,6 +174,7 @@ def costly_config():
                      num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(8,))
 
 
+@pytest.mark.exact
 def test_training_resumes_bit_exactly_through_a_checkpoint(costly_config, tmp_path):
     """The pool is part of the runner state: a run saved after 2 updates and resumed equals
     the run in one go."""

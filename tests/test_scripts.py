@@ -127,6 +127,7 @@ def test_benchmark_host_quick():
     assert "Breakout" not in out
 
 
+@pytest.mark.exact
 def test_hlo_profile_counts_kernels_per_loop_by_trip_count():
     """The update scan (num_updates trips) holds the rollout and GAE scans (num_steps trips)
     and the epoch scan (update_epochs) with its minibatch scan (num_minibatches); a hand-made

@@ -117,6 +117,7 @@ def test_draws_are_reproducible_and_inside_the_space():
     assert counts.min() > 2000 / 3 * 0.8
 
 
+@pytest.mark.exact
 def test_a_random_sweep_end_to_end_and_its_resume(tmp_path, capsys):
     code, err = run_cli(capsys, ["sweep", "--config", CARTPOLE, *TINY, "--search", "random",
                                  "--trials", "3", *SPACE, "--seed", "5", "--logdir",

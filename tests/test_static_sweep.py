@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import assert_sweep_refused, run_cli
+from conftest import assert_sweep_refused, compile_exactly, run_cli
 
 import jaxppo
 from jaxppo import ConfigError, load_config
@@ -162,6 +162,7 @@ def cli_sweep(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Driver, "compile", counted)
+        compile_exactly(mp)  # an exact test compares against it
         with contextlib.redirect_stdout(io.StringIO()) as out:
             code = jaxppo.cli.main(["sweep", "--config", CARTPOLE, *TINY, *GRID_CLI,
                                     "--logdir", str(tmp), "--run-name", "cli"])
@@ -208,6 +209,7 @@ def test_a_group_s_agents_evaluate_and_load(cli_sweep, capsys):
     assert code == 2 and len(err) == 1 and "jaxppo eval " + run_dir + "/000_" in err[0], err
 
 
+@pytest.mark.exact
 def test_resume_after_a_stop_in_the_middle_group(cli_sweep, tmp_path, compiles):
     """Stopped at update 3 of the second static setting: the resume skips the first (no
     compile, its files untouched), resumes the second, starts the third, and its table

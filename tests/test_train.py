@@ -56,6 +56,7 @@ def test_same_key_gives_identical_params(tiny, keys):
     assert any(not np.array_equal(x, y) for x, y in zip(leaves_a, leaves_c, strict=False))
 
 
+@pytest.mark.exact
 def test_vmapped_seeds_equal_seeds_run_alone(tiny, keys):
     _, train_j, train_v = tiny
     batched = train_v(keys)
@@ -67,6 +68,7 @@ def test_vmapped_seeds_equal_seeds_run_alone(tiny, keys):
                                    alone.metrics["episodic_return"], rtol=1e-5)
 
 
+@pytest.mark.exact
 def test_hyperparameter_vmap_equals_separate_runs(tiny, tiny_config, keys):
     train, train_j, _ = tiny
     settings = [dataclasses.replace(tiny_config, lr=lr, ent_coef=ent)
@@ -95,6 +97,7 @@ def test_nothing_retraces(tiny_config, keys):
         g(keys[0], Hparams.from_config(tiny_config)._replace(lr=jnp.ones(2)))  # new shape
 
 
+@pytest.mark.exact
 def test_chunked_run_equals_whole_run(tiny, tiny_config, keys):
     train, train_j, _ = tiny
     whole = train_j(keys[0])
