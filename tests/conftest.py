@@ -15,6 +15,7 @@ as a user does (`default_compile_level`).
 
 import functools
 import os
+import signal
 
 LEVEL_FLAG = "--xla_backend_optimization_level"
 SUITE_FLAGS = (f"{LEVEL_FLAG}=0", "--xla_cpu_use_fusion_emitters=false")
@@ -153,6 +154,12 @@ def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict) -> None:
     monkeypatch.setattr(jax_compiler, "get_compile_options", get_compile_options)
 
 
+def with_xla_emitters(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a process that compiles with XLA's own emitters (at the suite's level)."""
+    return {**env, "XLA_FLAGS": " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                         if f != SUITE_FLAGS[1])}
+
+
 def compile_as_a_user(monkeypatch) -> None:
     """XLA's own options from here on (for a fixture of a wider scope than a test's, which
     runs before `default_compile_level`: pass it a `pytest.MonkeyPatch.context()`)."""
@@ -181,6 +188,19 @@ def default_compile_level(request, monkeypatch):
         compile_as_a_user(monkeypatch)
     elif request.node.get_closest_marker("exact"):
         compile_exactly(monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Each test runs with Python's own SIGINT handler, as a user's process has (and the
+    processes it starts inherit): pytest-xdist starts its workers with SIGINT ignored, which a
+    Ctrl-C test would otherwise see or not depending on which tests ran before it."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture

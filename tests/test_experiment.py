@@ -63,6 +63,7 @@ def assert_same_run(run_a: str, run_b: str) -> None:
         assert sa[k] == sb[k], k
 
 
+@pytest.mark.exact
 def test_callbacks_see_every_chunk_once_with_its_metrics(whole):
     events = []
     result = experiment(callbacks=[events.append]).run()
@@ -212,6 +213,7 @@ def test_a_refused_save_never_deletes_a_run_that_has_logged(tmp_path, monkeypatc
     assert read_metrics_csv(run)["update"].shape == (2, 24)
 
 
+@pytest.mark.exact
 def test_any_number_of_updates_chunks_with_a_remainder(whole):
     """24 updates in chunks of 5: 5, 5, 5, 5, 4 (two programs), equal to the unbroken run."""
     events = []
