@@ -133,7 +133,8 @@ XLA_OWN = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": T
 """XLA's own defaults for what `SUITE_FLAGS` changes."""
 
 
-def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict) -> None:
+def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict,
+                  asked_only: bool = False) -> None:
     """This test's programs compile with `options` under the ones a program asks for itself
     (jaxppo's driver asks for its level), and the processes it starts get XLA_FLAGS with only
     the `keep` part of `SUITE_FLAGS`. XLA read XLA_FLAGS once, when this process started; per
@@ -148,6 +149,8 @@ def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict) -> None:
     real = jax_compiler.get_compile_options
 
     def get_compile_options(*args, env_options_overrides=None, **kwargs):
+        if asked_only and not env_options_overrides:
+            return real(*args, env_options_overrides=env_options_overrides, **kwargs)
         return real(*args, env_options_overrides={**options, **(env_options_overrides or {})},
                     **kwargs)
 
@@ -161,10 +164,13 @@ def with_xla_emitters(env: dict[str, str]) -> dict[str, str]:
 
 
 def compile_as_a_user(monkeypatch) -> None:
-    """XLA's own options from here on (for a fixture of a wider scope than a test's, which
-    runs before `default_compile_level`: pass it a `pytest.MonkeyPatch.context()`)."""
+    """XLA's own options from here on for the training programs (those that ask for options
+    of their own: jaxppo's driver asks for its level, a learning test passes `USER_LEVEL`) and
+    for every program of the processes it starts; an eval or env program in this process keeps
+    the suite's. For a fixture of a wider scope than a test's, which runs before
+    `default_compile_level`: pass it a `pytest.MonkeyPatch.context()`."""
     if not OWN_LEVEL:
-        _compile_with(monkeypatch, (), XLA_OWN)
+        _compile_with(monkeypatch, (), XLA_OWN, asked_only=True)
 
 
 def compile_exactly(monkeypatch) -> None:
@@ -178,8 +184,8 @@ def compile_exactly(monkeypatch) -> None:
 
 @pytest.fixture(autouse=True)
 def default_compile_level(request, monkeypatch):
-    """A learning run (`slow`) compiles as a user's run does: XLA's own options, jaxppo's
-    level for its training programs. A test marked `exact` compares two compiled programs
+    """A learning run (`slow`) compiles its training programs as a user's run does (XLA's own
+    options, jaxppo's level: `compile_as_a_user`). A test marked `exact` compares two compiled programs
     bit for bit (a resume and the run it continues, chunks and one scan, vmapped and alone):
     jaxppo promises that under XLA's own emitters, which it gets back (at the suite's level)."""
     if OWN_LEVEL:
