@@ -9,8 +9,9 @@ Compile options: most tests spend their time compiling, not running, so the suit
 (and the processes they start) compile at LLVM level 0 and with XLA:CPU's older loop emitters
 instead of its MLIR fusion emitters (`SUITE_FLAGS` in `XLA_FLAGS`, set below before JAX starts;
 jaxppo leaves a level set there alone): the same XLA programs, about half the compile, slower
-code. Learning runs (`slow`) run long enough for that to matter: they get jaxppo's own options,
-as a user does (`default_compile_level`).
+code. Learning runs (`slow`) run long enough for that to matter: their training programs get
+XLA's and jaxppo's own options, as a user's do; tests that compare two programs bit for bit
+(`exact`) get XLA's own emitters back, under which jaxppo promises that (`default_compile_level`).
 """
 
 import functools
@@ -185,9 +186,10 @@ def compile_exactly(monkeypatch) -> None:
 @pytest.fixture(autouse=True)
 def default_compile_level(request, monkeypatch):
     """A learning run (`slow`) compiles its training programs as a user's run does (XLA's own
-    options, jaxppo's level: `compile_as_a_user`). A test marked `exact` compares two compiled programs
-    bit for bit (a resume and the run it continues, chunks and one scan, vmapped and alone):
-    jaxppo promises that under XLA's own emitters, which it gets back (at the suite's level)."""
+    options, jaxppo's level: `compile_as_a_user`). A test marked `exact` compares two compiled
+    programs bit for bit (a resume and the run it continues, chunks and one scan, vmapped and
+    alone): jaxppo promises that under XLA's own emitters, which it gets back (at the suite's
+    level: `compile_exactly`)."""
     if OWN_LEVEL:
         return
     if request.node.get_closest_marker("slow"):
