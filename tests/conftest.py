@@ -134,6 +134,11 @@ XLA_OWN = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": T
 """XLA's own defaults for what `SUITE_FLAGS` changes."""
 
 
+def _keep_of_suite_flags(flags: str, keep: tuple[str, ...]) -> str:
+    """`flags` without the part of `SUITE_FLAGS` not in `keep`."""
+    return " ".join(f for f in flags.split() if f not in SUITE_FLAGS or f in keep)
+
+
 def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict,
                   asked_only: bool = False) -> None:
     """This test's programs compile with `options` under the ones a program asks for itself
@@ -141,8 +146,7 @@ def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict,
     the `keep` part of `SUITE_FLAGS`. XLA read XLA_FLAGS once, when this process started; per
     program it takes options (JAX's compile options, wrapped here: a private function, so the
     suite's own concern)."""
-    flags = " ".join(f for f in os.environ["XLA_FLAGS"].split()
-                     if f not in SUITE_FLAGS or f in keep)
+    flags = _keep_of_suite_flags(os.environ["XLA_FLAGS"], keep)
     if flags:
         monkeypatch.setenv("XLA_FLAGS", flags)
     else:
@@ -160,8 +164,7 @@ def _compile_with(monkeypatch, keep: tuple[str, ...], options: dict,
 
 def with_xla_emitters(env: dict[str, str]) -> dict[str, str]:
     """`env` for a process that compiles with XLA's own emitters (at the suite's level)."""
-    return {**env, "XLA_FLAGS": " ".join(f for f in env.get("XLA_FLAGS", "").split()
-                                         if f != SUITE_FLAGS[1])}
+    return {**env, "XLA_FLAGS": _keep_of_suite_flags(env.get("XLA_FLAGS", ""), SUITE_FLAGS[:1])}
 
 
 def compile_as_a_user(monkeypatch) -> None:
@@ -179,7 +182,7 @@ def compile_exactly(monkeypatch) -> None:
     `exact` compares against: see `compile_as_a_user`). JAX's in-memory caches are emptied:
     a program compiled before under `SUITE_FLAGS` is compiled again, not reused."""
     if not OWN_LEVEL:
-        _compile_with(monkeypatch, (SUITE_FLAGS[0],), {"xla_cpu_use_fusion_emitters": True})
+        _compile_with(monkeypatch, SUITE_FLAGS[:1], {"xla_cpu_use_fusion_emitters": True})
         jax.clear_caches()
 
 
