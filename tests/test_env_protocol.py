@@ -215,7 +215,6 @@ def test_a_render_hook_that_cannot_draw_is_no_renderer_and_a_bad_frame_is_named(
                       env=_DrawnConstant()) == 1
 
 
-@pytest.mark.exact
 def test_experiment_with_an_instance_resumes_and_loads_its_policy(tmp_path):
     config = PPOConfig(env_id="custom/Corridor", total_timesteps=4096, **CONFIG)
     env = Corridor(length=8)

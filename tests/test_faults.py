@@ -378,7 +378,6 @@ def test_a_closed_stdout_does_not_kill_the_run(tmp_path):
     assert json.load(open(tmp_path / "r" / "summary.json"))["finished"]
 
 
-@pytest.mark.exact
 def test_ctrl_c_during_a_sweep_keeps_what_ran_and_resumes(tmp_path, capsys, monkeypatch):
     original = CsvLogger.on_chunk
 
@@ -458,7 +457,6 @@ def test_chunks_of_a_prime_number_of_updates_equal_one_scan():
     np.testing.assert_array_equal(result.metrics["policy_loss"], whole.metrics["policy_loss"])
 
 
-@pytest.mark.exact
 def test_an_older_config_yaml_and_a_cut_csv_row_still_resume(stopped_run, tmp_path, capsys):
     """A config.yaml written before a key existed (defaults fill it in) is not an edit; a row a
     kill cut short and rows past the checkpoint are dropped, the rest kept with today's columns."""
