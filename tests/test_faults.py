@@ -150,6 +150,10 @@ def test_any_number_of_updates_gets_progress_and_checkpoints():
         assert sum(lengths) == n and len(set(lengths)) <= 2  # one extra program at most
         assert len(lengths) >= min(n, 12), (n, lengths)  # never one chunk for the whole run
     assert pick_chunk(24) == 1 and pick_chunk(100) == 4  # divisors when they fit: one program
+    # 1e6 steps of 4096 (244 updates; 292 for 1.2e6): no divisor within 2x of 1/25 of the
+    # run, but 4 gives 61 and 73 chunks: one program, not a second for a remainder
+    assert pick_chunk(244) == 4 and pick_chunk(292) == 4 and pick_chunk(97) == 1
+    assert chunk_lengths(4001, pick_chunk(4001)) == [160] * 25 + [1]  # a prime: no divisor
 
 
 def test_resume_resolves_the_checkpoint_dir_and_file(tmp_path, capsys):

@@ -31,14 +31,20 @@ from jaxppo.run.distributed import gather
 from jaxppo.run.placement import RunInputs
 
 TARGET_CHUNKS = 25
+MIN_CHUNKS = 12  # progress, a checkpoint and a clean stop at least this often
+MAX_CHUNKS = 100  # a divisor giving more chunks than this costs more in host work than it saves
 
 
 def pick_chunk(num_updates: int, target_chunks: int = TARGET_CHUNKS) -> int:
-    """About `num_updates / target_chunks` updates per chunk: the nearest divisor of
-    `num_updates` when one lies within 2x (one program), else that length plus a remainder."""
+    """About `num_updates / target_chunks` updates per chunk. A divisor of `num_updates` where
+    one gives between `MIN_CHUNKS` and `MAX_CHUNKS` chunks, the nearest: one program; else that
+    length plus a remainder, whose program is a second compile (for a Brax env, ~15 s)."""
     want = max(1.0, num_updates / target_chunks)
-    best = min(divisors(num_updates), key=lambda d: (abs(math.log(d / want)), d))
-    return best if abs(math.log(best / want)) <= math.log(2) else max(1, round(want))
+    fits = [d for d in divisors(num_updates)
+            if min(num_updates, MIN_CHUNKS) <= num_updates // d <= MAX_CHUNKS]
+    if fits:
+        return min(fits, key=lambda d: (abs(math.log(d / want)), d))
+    return max(1, round(want))
 
 
 class StopNow(KeyboardInterrupt):
