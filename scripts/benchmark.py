@@ -210,7 +210,10 @@ def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int
 
 def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
                steps: int | None = None) -> dict:
-    """One fresh-process run (`--child`): compile, then one timed run; what the parent reads."""
+    """One fresh-process run (`--child`): compile, then one timed run; what the parent reads.
+    Seeds vmapped; one seed as both projects' users run one, `jax.jit(train)(key)` (PureJaxRL's
+    ppo.py; jaxppo's `make_train`), not a vmap over a batch of one key, a form neither runs
+    (in which jaxppo's program, init and updates in one, ran 10-25% slower on XLA:CPU)."""
     cfg = load_config(config, {"total_timesteps": steps} if steps else None)
     keys = jax.random.split(jax.random.key(0), seeds)
     if system == "purejaxrl":
@@ -220,11 +223,12 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
         fn = load_purejaxrl(purejaxrl)(purejaxrl_config(cfg))
     else:
         fn = make_train(cfg)
+    fn, arg = (fn, keys[0]) if seeds == 1 else (jax.vmap(fn), keys)
     t0 = time.perf_counter()
-    compiled = jax.jit(jax.vmap(fn)).lower(keys).compile()
+    compiled = jax.jit(fn).lower(arg).compile()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    jax.block_until_ready(compiled(keys))
+    jax.block_until_ready(compiled(arg))
     run_s = time.perf_counter() - t0
     return {"compile_s": compile_s, "run_s": run_s, "sps": seeds * cfg.env_steps / run_s,
             "flag": FLAG in os.environ.get("XLA_FLAGS", ""), "nproc": os.environ.get("NPROC")}
@@ -292,7 +296,8 @@ def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: in
                          f"{base / sps:.2f}x" if sps and base and system != "jaxppo" else "-",
                          f"{hung}/{len(results[(system, n)])}"])
     return table(f"jaxppo vs PureJaxRL ({cfg.env_id}, {cfg.env_steps:,} steps per seed, fresh "
-                 f"processes interleaved, median of {repeats})",
+                 f"processes interleaved, median of {repeats}; 1 seed: jit(train)(key), more: "
+                 "jit(vmap(train))(keys))",
                  ["seeds", "system", "compile s", "SPS", "jaxppo / it", "hung"], rows)
 
 
