@@ -224,6 +224,7 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
     else:
         fn = make_train(cfg)
     fn, arg = (fn, keys[0]) if seeds == 1 else (jax.vmap(fn), keys)
+    form = "jit(train)(key)" if arg.ndim == 0 else "jit(vmap(train))(keys)"  # what ran
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(arg).compile()
     compile_s = time.perf_counter() - t0
@@ -231,7 +232,7 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
     jax.block_until_ready(compiled(arg))
     run_s = time.perf_counter() - t0
     return {"compile_s": compile_s, "run_s": run_s, "sps": seeds * cfg.env_steps / run_s,
-            "flag": FLAG in os.environ.get("XLA_FLAGS", ""), "nproc": os.environ.get("NPROC")}
+            "form": form, "flag": FLAG in os.environ.get("XLA_FLAGS", ""), "nproc": os.environ.get("NPROC")}
 
 
 _NO_FLAG = {"JAXPPO_SAFE_SCHEDULER": "", "XLA_FLAGS": "", "NPROC": ""}

@@ -119,6 +119,26 @@ def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
     assert [r["part"] for r in rows] == ["agents"] * 2 + ["purejaxrl"] * 2, rows
 
 
+def test_benchmark_runs_one_seed_as_each_projects_users_do(tmp_path):
+    """The purejaxrl section's child: one seed as `jax.jit(train)(key)` (PureJaxRL's ppo.py and
+    a `make_train` user run it so), more seeds vmapped. PureJaxRL (a stand-in) runs in a child
+    process, as the section runs it: its shim patches gymnax for the process."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import benchmark
+
+    config = os.path.join(ROOT, "configs", "cartpole.yaml")
+    for seeds, form in ((1, "jit(train)(key)"), (2, "jit(vmap(train))(keys)")):
+        r = benchmark._child_run("jaxppo", config, seeds, None, steps=1024)
+        assert r["form"] == form and r["run_s"] > 0 and r["compile_s"] > 0, r
+        assert r["sps"] == pytest.approx(seeds * 1024 / r["run_s"])
+    (tmp_path / "purejaxrl").mkdir()
+    (tmp_path / "purejaxrl" / "ppo.py").write_text(STUB_PPO)
+    out = run("scripts/benchmark.py", "--child", "purejaxrl", "--config", config,
+              "--child-seeds", "1", "--purejaxrl", str(tmp_path), "--child-steps", "1024")
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["form"] == "jit(train)(key)" and r["sps"] > 0, r
+
+
 def test_benchmark_host_quick():
     """Vmapped agents sharing one pool (2 x 2), and the rows picked by env id."""
     out = run("scripts/benchmark.py", "--quick", "--only", "host", "--host-shapes", "2x2",
