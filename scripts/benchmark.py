@@ -208,6 +208,10 @@ def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int
                  rows)
 
 
+ONE_SEED_FORM, SEEDS_FORM = "jit(train)(key)", "jit(vmap(train))(keys)"
+"""How the purejaxrl section runs one seed, and more than one."""
+
+
 def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
                steps: int | None = None) -> dict:
     """One fresh-process run (`--child`): compile, then one timed run; what the parent reads.
@@ -224,7 +228,7 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
     else:
         fn = make_train(cfg)
     fn, arg = (fn, keys[0]) if seeds == 1 else (jax.vmap(fn), keys)
-    form = "jit(train)(key)" if arg.ndim == 0 else "jit(vmap(train))(keys)"  # what ran
+    form = ONE_SEED_FORM if arg.ndim == 0 else SEEDS_FORM  # what ran
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(arg).compile()
     compile_s = time.perf_counter() - t0
@@ -232,7 +236,8 @@ def _child_run(system: str, config: str, seeds: int, purejaxrl: str | None,
     jax.block_until_ready(compiled(arg))
     run_s = time.perf_counter() - t0
     return {"compile_s": compile_s, "run_s": run_s, "sps": seeds * cfg.env_steps / run_s,
-            "form": form, "flag": FLAG in os.environ.get("XLA_FLAGS", ""), "nproc": os.environ.get("NPROC")}
+            "form": form, "flag": FLAG in os.environ.get("XLA_FLAGS", ""),
+            "nproc": os.environ.get("NPROC")}
 
 
 _NO_FLAG = {"JAXPPO_SAFE_SCHEDULER": "", "XLA_FLAGS": "", "NPROC": ""}
@@ -297,8 +302,8 @@ def bench_purejaxrl(config: str, path: str | None, seeds: list[int], repeats: in
                          f"{base / sps:.2f}x" if sps and base and system != "jaxppo" else "-",
                          f"{hung}/{len(results[(system, n)])}"])
     return table(f"jaxppo vs PureJaxRL ({cfg.env_id}, {cfg.env_steps:,} steps per seed, fresh "
-                 f"processes interleaved, median of {repeats}; 1 seed: jit(train)(key), more: "
-                 "jit(vmap(train))(keys))",
+                 f"processes interleaved, median of {repeats}; 1 seed: {ONE_SEED_FORM}, more: "
+                 f"{SEEDS_FORM})",
                  ["seeds", "system", "compile s", "SPS", "jaxppo / it", "hung"], rows)
 
 
