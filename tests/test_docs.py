@@ -247,8 +247,9 @@ def test_tensorboard_reads_the_run_directories(workdir):
 def test_each_docs_python_block_runs(page, index, code, workdir, _cache_dir):
     code = code.replace("runs/<run-name>", "runs/finished")
     # XLA's own emitters: a block ended in a segfault (no output) now and then under the
-    # suite's loop emitters (2 of 2 full runs; 1 in 7 alone, beside another block), in none
-    # of the runs under XLA's; a crash would show where (faulthandler).
+    # suite's loop emitters (2 of 2 full runs; 1 in 7 alone, beside another block); under
+    # XLA's, python-api.md:1 failed once in ~10 runs, its output lost. Not understood: a crash
+    # shows where (faulthandler).
     env = with_xla_emitters({**os.environ, "PYTHONFAULTHANDLER": "1",
                              "PYTHONPATH": os.pathsep.join([ROOT, str(workdir),
                                                             os.environ.get("PYTHONPATH", "")])})
