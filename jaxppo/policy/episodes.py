@@ -196,6 +196,11 @@ def evaluate_runs(config: PPOConfig, train_states: TrainState, key: jax.Array,
     """`evaluate` for R runs at once (`train_states` leaves lead with R), vmapped in one
     program; every run plays with the same `key`. Returns `(returns, lengths, finished)`,
     each [R, E]."""
+    if jax.tree.leaves(train_states)[0].shape[0] == 1:  # one run: no vmap to trace (batching
+        # a physics step's inner loops costs a Brax eval more to trace than the step itself)
+        one = jax.tree.map(lambda x: x[0], train_states)
+        return tuple(a[None] for a in evaluate(config, one, key, num_episodes, deterministic,
+                                               env=env, env_params=env_params))
     ret, length, finished = _evaluator(config, num_episodes, deterministic, True, env,
                                        env_params)(train_states, key)
     return np.asarray(ret), np.asarray(length), np.asarray(finished)

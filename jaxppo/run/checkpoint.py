@@ -10,6 +10,7 @@ builds, so a corrupt, truncated or mismatched file gives one clear `CheckpointEr
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -255,6 +256,22 @@ class Checkpoint:
                 f"{self.num_runs} run(s), runner state: {tree_text(self.runner_state)})")
 
 
+def _build_target(config: PPOConfig, num_runs: int, env: Any = None, env_params: Any = None):
+    """The `Trainer` a checkpoint of `num_runs` runs of `config` restores into, and the shapes
+    of its runner state (`init` traced, nothing run)."""
+    train = make_train(config, env=env, env_params=env_params)
+    return train, jax.eval_shape(jax.vmap(train.init),
+                                 jax.random.split(jax.random.key(0), num_runs))
+
+
+@functools.lru_cache(maxsize=4)
+def _restore_target(config: PPOConfig, num_runs: int):
+    """`_build_target` for `config.env_id`'s environment, kept: `jaxppo eval` loads a run's
+    checkpoint for its returns, then again for a GIF and an HTML page, and tracing `init`
+    costs seconds for a physics env."""
+    return _build_target(config, num_runs)
+
+
 def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
                     env_params: Any = None) -> Checkpoint:
     """Load a checkpoint from a run dir, its `checkpoint/` dir, or the file. A run trained on an
@@ -295,8 +312,10 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
             raise CheckpointError(f"checkpoint '{path}' ({config.env_id}): {mismatch}; pass the "
                                   "environment instance the run trained on")
     num_runs = int(header["num_runs"])
-    train = make_train(config, env=env, env_params=env_params)
-    template = jax.eval_shape(jax.vmap(train.init), jax.random.split(jax.random.key(0), num_runs))
+    if env is None:
+        train, template = _restore_target(config, num_runs)
+    else:
+        train, template = _build_target(config, num_runs, env, env_params)
     label = None if env is None else f"{config.env_id}, a {class_name(env)}"
     saved_envs = state.get("env", {}).get("env_state") if isinstance(state, dict) else None
     no_pool = (train.env.reset_mode == "optimistic" and isinstance(saved_envs, dict)
