@@ -17,6 +17,7 @@ from jaxppo.core.shuffle import (
     bitonic_sort,
     epoch_permutations,
 )
+from jaxppo.run.placement import LocalPlacement
 
 
 def assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
@@ -66,6 +67,36 @@ def test_vmapped_seeds_equal_seeds_run_alone(tiny, keys):
         assert_trees_close(one.train_state.params, alone.train_state.params)
         np.testing.assert_allclose(one.metrics["episodic_return"],
                                    alone.metrics["episodic_return"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("swept", [False, True])
+def test_a_lone_run_is_compiled_alone_and_equals_the_vmapped_program(tiny, tiny_config, keys,
+                                                                    swept):
+    """An Experiment of one run (one seed; a sweep of one setting) compiles its init and chunk
+    programs without the vmap (nothing to batch: less to trace), taking and giving the state
+    and metrics with the runs axis of 1 that the vmapped program has, and their values."""
+    train = tiny[0]
+    placement = LocalPlacement(tiny_config)
+    one = keys[:1]
+    hp = Hparams.stack([dataclasses.replace(tiny_config, lr=1e-3)]) if swept else None
+    inputs = placement.place_inputs(one, hp)
+    runner = placement.init_program(inputs)(*inputs)
+    hp_axis = 0 if swept else None
+    ref = jax.jit(jax.vmap(train.init, in_axes=(0, hp_axis)))(one, hp)
+    assert jax.tree.map(jnp.shape, runner) == jax.tree.map(jnp.shape, ref)
+    assert_trees_close(runner.train_state.params, ref.train_state.params)
+    program = placement.run_program(inputs, 3)
+    (scan,) = [e for e in program.trace(runner, hp).jaxpr.eqns if e.primitive.name == "scan"]
+    carried = {tuple(v.aval.shape) for v in scan.invars}  # the update scan's carry: one run's
+    assert (4, 16) in carried and (1, 4, 16) not in carried  # the first layer's kernel, unbatched
+    runner, metrics = program(runner, hp)
+    ref, ref_metrics = jax.jit(jax.vmap(lambda r, h: train.run(r, h, 3), in_axes=(0, hp_axis)))(
+        ref, hp)
+    assert jax.tree.map(jnp.shape, (runner, metrics)) == jax.tree.map(jnp.shape,
+                                                                     (ref, ref_metrics))
+    assert_trees_close(runner.train_state.params, ref.train_state.params)
+    np.testing.assert_allclose(metrics["learning_rate"], ref_metrics["learning_rate"])
+    assert metrics["learning_rate"][0, 0] == pytest.approx(1e-3 if swept else tiny_config.lr)
 
 
 @pytest.mark.exact

@@ -2,8 +2,9 @@
 log, checkpoint and honour signals between chunks while the device keeps computing.
 
 Each chunk is one compiled program (a `lax.scan` over `chunk_updates` updates, vmapped over
-runs). Any `num_updates` works: the chunks that fit take one program and a shorter remainder
-takes a second (one extra compile at most). Chunked runs are bit-identical to one unbroken scan
+runs; a lone run on one device is not vmapped, its program keeps the runs axis of 1). Any
+`num_updates` works: the chunks that fit take one program and a shorter remainder takes a
+second (one extra compile at most). Chunked runs are bit-identical to one unbroken scan
 (tested). Where the placement allows it, chunk k+1 is dispatched before the host handles chunk
 k (JAX dispatch is asynchronous), so logging and checkpoints overlap with compute.
 
