@@ -138,9 +138,11 @@ class Driver:
         opts = compiler_options(jax.default_backend())
         try:
             if init:
-                self._init = self.placement.init_program(inputs).lower(*inputs).compile(
-                    compiler_options=opts)
-            template = self.template(inputs)
+                lowered = self.placement.init_program(inputs).lower(*inputs)
+                self._init = lowered.compile(compiler_options=opts)
+                template = lowered.out_info  # what `template` traces for: init's shapes
+            else:
+                template = self.template(inputs)
             for n in sorted(set(chunk_lengths(self.num_updates, self.chunk_updates,
                                               start_update))):
                 program = self.placement.run_program(inputs, n, donate=self.donate)
