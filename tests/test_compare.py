@@ -293,6 +293,27 @@ def test_sb3_minatar_side_runs_in_subprocesses():
     assert out["env_steps"] == 256 and out["final_return"] is not None  # 50-step time limit
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/PID/maps")
+@pytest.mark.parametrize("kind, env_id, gym_id", [("minatar", "Breakout-MinAtar", None),
+                                                  ("gymnasium", "gymnasium/CartPole-v1",
+                                                   "CartPole-v1")])
+def test_sb3_workers_import_no_jax(kind, env_id, gym_id):
+    """SubprocVecEnv's workers hold what a plain SB3 script's would: the env factories reach
+    them by value, so no worker imports jaxppo and JAX (each did: +~80 MB and seconds of
+    setup counted on SB3's side). `imports` (a config's env_imports) still run there."""
+    from jaxppo.compare.sb3 import make_vec
+
+    env = make_vec(kind, env_id, 2, True, 0, max_episode_steps=50, gym_id=gym_id,
+                   imports=("json",))
+    try:
+        env.reset()
+        for proc in env.processes:
+            with open(f"/proc/{proc.pid}/maps", encoding="utf-8", errors="replace") as f:
+                assert "jaxlib" not in f.read()
+    finally:
+        env.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Atari: EnvPool's Breakout-v5 (jaxppo, after the envpool source lands) vs ALE under SB3's wrappers
 def _allow_envpool_ids(monkeypatch):
@@ -502,12 +523,16 @@ def test_subproc_processes_that_cannot_fit_are_refused_before_any_run(tmp_path, 
 
 
 def test_the_subproc_size_is_measured():
-    """A SubprocVecEnv worker imports torch and this program's modules: tens of MB at least."""
+    """A SubprocVecEnv worker imports torch and SB3: tens of MB at least; and no JAX: measured
+    as compare measures (its child process, started as its runs are), it holds what a plain
+    SB3 script's worker holds."""
     from jaxppo.compare.fit import measure_sb3
 
     size = measure_sb3(dataclasses.replace(ODD, num_envs=64, num_minibatches=8,
                                            total_timesteps=3 * 64 * 32))
     assert size["worker"] > 20 * 1024**2 and size["main"] > size["worker"], size
+    if os.path.exists("/proc/self/maps"):
+        assert size["worker_jax"] is False, size
 
 
 @pytest.mark.parametrize("argv, culprit", [

@@ -34,8 +34,10 @@ import numpy as np
 
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.compare.fit import (
+    CHILD,
     check_subproc_fits,
     cores,
+    holds_jax,
     load_note,
     machine_load,
     measure_sb3,
@@ -276,25 +278,30 @@ def run_system(system: str, config: PPOConfig, seeds: int, seed: int) -> dict:
 
 
 def measure_subproc(config: PPOConfig, seed: int = 0) -> dict:
-    """{"worker": bytes, "main": bytes}: one `SubprocVecEnv` worker of `config`'s env (each
-    imports torch and this program's modules), and the SB3 process with its rollout buffer
-    scaled to `num_envs` (float32 observations, n_steps x n_envs)."""
+    """{"worker": bytes, "main": bytes, "worker_jax": bool or None}: one `SubprocVecEnv`
+    worker of `config`'s env (each imports torch, SB3 and the env's modules), whether JAX is
+    loaded in it (it must not be: a plain SB3 script's workers have none), and the SB3 process
+    with its rollout buffer scaled to `num_envs` (float32 observations, n_steps x n_envs)."""
     one = dataclasses.replace(config, num_envs=1, num_minibatches=1)
     model = make_sb3(one, subproc=True, seed=seed)
     env = inner = model.get_env()
     env.reset()
     while hasattr(inner, "venv"):  # VecNormalize, VecFrameStack
         inner = inner.venv
-    worker, main = process_bytes(inner.processes[0].pid), process_bytes(os.getpid())
+    pid = inner.processes[0].pid
+    worker, main, jax_there = process_bytes(pid), process_bytes(os.getpid()), holds_jax(pid)
     env.close()
     buffer = (config.num_envs - 1) * config.num_steps * 4 * int(
         np.prod(model.observation_space.shape))
-    return {"worker": worker, "main": None if main is None else main + buffer}
+    return {"worker": worker, "main": None if main is None else main + buffer,
+            "worker_jax": jax_there}
 
 
-def _worker(argv: list[str]) -> None:
-    """`python -m jaxppo.compare.compare SYSTEM CONFIG_JSON SEEDS SEED [SB3_THREADS]`: one
-    JSON line on stdout (SYSTEM `measure`: `measure_subproc`'s)."""
+def child_main(argv: list[str]) -> None:
+    """A run's process (`fit.CHILD`; `python -m jaxppo.compare.compare` runs it too): argv
+    `SYSTEM CONFIG_JSON SEEDS SEED [SB3_THREADS]`; one JSON line on stdout (SYSTEM `measure`:
+    `measure_subproc`'s)."""
+    setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
     system, config_json, seeds, seed, *threads = argv
     if system.startswith("sb3") or system == "measure":
         import torch
@@ -355,7 +362,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
             child_env = ({**env, **pinned, "JAX_PLATFORMS": "cpu"} if system.startswith("sb3")
                          else env)
             loads.append(machine_load())  # before the run: the other work on the machine
-            proc = subprocess.run([sys.executable, "-m", "jaxppo.compare.compare", system, payload,
+            proc = subprocess.run([*CHILD, system, payload,
                                    str(seeds), str(seed + k), str(sb3_threads)],
                                   capture_output=True, text=True, env=child_env)
             if proc.returncode != 0:
@@ -399,5 +406,4 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
 
 
 if __name__ == "__main__":
-    setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
-    _worker(sys.argv[1:])
+    child_main(sys.argv[1:])

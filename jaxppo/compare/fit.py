@@ -19,6 +19,13 @@ from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
 from jaxppo.run.memory import fmt_bytes, host_available
 
+CHILD = (sys.executable, "-c",
+         "import sys; from jaxppo.compare.compare import child_main; child_main(sys.argv[1:])")
+"""How compare starts a run's process: `CHILD + (SYSTEM, CONFIG_JSON, SEEDS, SEED, ...)`. Not
+`python -m`: processes that multiprocessing starts (SB3's SubprocVecEnv workers) import the
+parent's main module again, and a `-m jaxppo...` main would give every SB3 worker jaxppo and
+JAX (~80 MB and seconds of setup each, counted on SB3's side); `-c` has none to import."""
+
 
 def machine_load() -> float | None:
     """The 1-minute load average (None where the OS has none)."""
@@ -83,12 +90,21 @@ def process_bytes(pid: int) -> int | None:
     return None
 
 
+def holds_jax(pid: int) -> bool | None:
+    """Whether process `pid` has JAX's compiled library mapped (None where /proc cannot say)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            return "jaxlib" in f.read()
+    except OSError:
+        return None
+
+
 def measure_sb3(config: PPOConfig, env: dict | None = None) -> dict:
     """{"worker": bytes, "main": bytes} (None where unknown): one `SubprocVecEnv` worker of
     `config`'s env and the SB3 process around it, measured in a child process (the SB3 side
     in `sb3.measure_subproc`)."""
-    proc = subprocess.run([sys.executable, "-m", "jaxppo.compare.compare", "measure",
-                           json.dumps(config.to_dict()), "1", "0"], capture_output=True,
+    proc = subprocess.run([*CHILD, "measure", json.dumps(config.to_dict()), "1", "0"],
+                          capture_output=True,
                           text=True, env={**(env or os.environ), "JAX_PLATFORMS": "cpu"})
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]

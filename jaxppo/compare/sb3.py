@@ -8,11 +8,8 @@ environment SB3 runs, and a torch network with jaxppo's shapes.
                                  Atari wrappers, 4 frames stacked              CNN)
     gymnasium/<id>            -> the same Gymnasium id                         MlpPolicy
 
-MinAtar, the two implementations made equal: gymnax's MinAtar has no sticky actions (the
-reference's default is 0.1), uses the game's minimal action set (Breakout: no-op, left, right =
-reference actions 0, 1, 3), truncates episodes at its `max_steps_in_episode` (the reference has
-no time limit) and gives float32 0/1 grids [10, 10, C] with the reference's channel order.
-`MinAtarEnv` does all four.
+The environments themselves (`MinAtarEnv`, made equal to gymnax's MinAtar, and the factories)
+are in `sb3_envs.py`, code that SB3's worker processes receive without importing jaxppo.
 
 This module imports gymnasium, torch and SB3 at the top: only `compare.py` imports it, inside
 functions, when the compare extra is installed.
@@ -23,56 +20,27 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import gymnasium
-import numpy as np
+import cloudpickle
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
+import jaxppo.envs.imports
+from jaxppo.compare import sb3_envs
+from jaxppo.compare.sb3_envs import ATARI_TIME_LIMIT_FRAMES, MinAtarEnv, make_atari, make_gym
 from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import make_env
-from jaxppo.envs.imports import import_env_modules
+
+BY_VALUE = (sb3_envs, jaxppo.envs.imports)
+"""The modules whose code SubprocVecEnv's workers get by value: they import no jaxppo."""
+
+__all__ = ["ATARI_TIME_LIMIT_FRAMES", "MINATAR_GAMES", "MinAtarEnv", "make_atari", "make_gym",
+           "make_vec", "minatar_time_limit", "atari_gym_id", "policy_setup", "ConvTorso"]
 
 MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
                  "Freeway-MinAtar": "freeway", "Seaquest-MinAtar": "seaquest",
                  "SpaceInvaders-MinAtar": "space_invaders"}
 """gymnax MinAtar id -> the reference package's game name."""
-
-ATARI_TIME_LIMIT_FRAMES = 108_000
-"""27,000 agent steps x frame skip 4: EnvPool's Atari v5 default `max_episode_steps`, and ALE's
-`max_num_frames_per_episode` for the NoFrameskip-v4 ids."""
-
-
-class MinAtarEnv(gymnasium.Env):
-    """The reference MinAtar game as gymnax's MinAtar presents it: minimal action set, no sticky
-    actions, float32 observations [10, 10, C], truncation after `max_steps` steps."""
-
-    metadata = {"render_modes": []}
-
-    def __init__(self, game: str, max_steps: int | None):
-        from minatar import Environment  # the compare extra's; kept off SB3-less imports
-
-        self.game = Environment(game, sticky_action_prob=0.0)
-        self.action_set = list(self.game.minimal_action_set())
-        self.max_steps = max_steps
-        self.action_space = spaces.Discrete(len(self.action_set))
-        self.observation_space = spaces.Box(0.0, 1.0, tuple(self.game.state_shape()), np.float32)
-        self.t = 0
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        if seed is not None:
-            self.game.seed(seed)
-        self.game.reset()
-        self.t = 0
-        return self.game.state().astype(np.float32), {}
-
-    def step(self, action):
-        reward, terminal = self.game.act(self.action_set[int(action)])
-        self.t += 1
-        truncated = bool(self.max_steps is not None and self.t >= self.max_steps and not terminal)
-        return (self.game.state().astype(np.float32), float(reward), bool(terminal), truncated, {})
-
 
 def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None:
     """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own `max_steps_in_episode`,
@@ -81,25 +49,10 @@ def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None
     return min(own, max_episode_steps) if max_episode_steps else own
 
 
-def make_atari(gym_id: str) -> gymnasium.Env:
-    """One raw ALE env (registered here too: SubprocVecEnv builds it in a fresh process)."""
-    import ale_py
-
-    gymnasium.register_envs(ale_py)
-    return gymnasium.make(gym_id, max_num_frames_per_episode=ATARI_TIME_LIMIT_FRAMES)
-
-
 def atari_gym_id(env_id: str) -> str:
     """`envpool/Breakout-v5` -> `BreakoutNoFrameskip-v4` (same game, minimal action set, no
     sticky actions, frame skip left to the wrappers)."""
     return env_id.removeprefix("envpool/").removesuffix("-v5") + "NoFrameskip-v4"
-
-
-def make_gym(gym_id: str, imports: tuple[str, ...] = ()) -> gymnasium.Env:
-    """`gymnasium.make(gym_id)` after importing the modules that register it: in every
-    SubprocVecEnv worker too (they do not share the parent's registrations)."""
-    import_env_modules(imports)
-    return gymnasium.make(gym_id)
 
 
 def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
@@ -111,6 +64,9 @@ def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
 
     vec_cls = SubprocVecEnv if subproc else DummyVecEnv
+    if subproc:
+        for module in BY_VALUE:
+            cloudpickle.register_pickle_by_value(module)
     if kind == "minatar":
         limit = minatar_time_limit(env_id, max_episode_steps)
         make = functools.partial(MinAtarEnv, MINATAR_GAMES[env_id], limit)
