@@ -20,6 +20,7 @@ import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import main
+from jaxppo.compare.fit import holds_jax
 from jaxppo.run.driver import chunk_lengths, pick_chunk
 from jaxppo.run.files import RunLock
 from jaxppo.run.logs.audit import check_metrics_log, gaps_summary, kept_rows
@@ -945,19 +946,11 @@ def test_a_signal_while_a_chunk_runs_dispatches_no_further_chunk(tmp_path, monke
     assert load_checkpoint(str(tmp_path / "r")).update == 1
 
 
-def _jaxlib_loaded(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
-            return "jaxlib" in f.read()
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/PID/maps")
 def test_ctrl_c_while_jaxppo_imports_is_one_line(tmp_path):
     proc = child("train", "--config", CARTPOLE, *TINY, "--logdir", str(tmp_path))
     t0 = time.time()
-    while not _jaxlib_loaded(proc.pid):  # importing JAX: jaxppo's import is under way
+    while not holds_jax(proc.pid):  # importing JAX: jaxppo's import is under way
         assert proc.poll() is None and time.time() - t0 < 120, proc.communicate()
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)

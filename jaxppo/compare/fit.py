@@ -104,8 +104,8 @@ def measure_sb3(config: PPOConfig, env: dict | None = None) -> dict:
     `config`'s env and the SB3 process around it, measured in a child process (the SB3 side
     in `sb3.measure_subproc`)."""
     proc = subprocess.run([*CHILD, "measure", json.dumps(config.to_dict()), "1", "0"],
-                          capture_output=True,
-                          text=True, env={**(env or os.environ), "JAX_PLATFORMS": "cpu"})
+                          capture_output=True, text=True,
+                          env={**(env or os.environ), "JAX_PLATFORMS": "cpu"})
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise RuntimeError(f"measuring SB3's SubprocVecEnv failed (exit {proc.returncode}): "
