@@ -27,15 +27,12 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 import jaxppo.envs.imports
 from jaxppo.compare import sb3_envs
-from jaxppo.compare.sb3_envs import ATARI_TIME_LIMIT_FRAMES, MinAtarEnv, make_atari, make_gym
+from jaxppo.compare.sb3_envs import MinAtarEnv, make_atari, make_gym
 from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import make_env
 
 BY_VALUE = (sb3_envs, jaxppo.envs.imports)
 """The modules whose code SubprocVecEnv's workers get by value: they import no jaxppo."""
-
-__all__ = ["ATARI_TIME_LIMIT_FRAMES", "MINATAR_GAMES", "MinAtarEnv", "make_atari", "make_gym",
-           "make_vec", "minatar_time_limit", "atari_gym_id", "policy_setup", "ConvTorso"]
 
 MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
                  "Freeway-MinAtar": "freeway", "Seaquest-MinAtar": "seaquest",
