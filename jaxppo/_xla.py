@@ -30,6 +30,12 @@ from types import ModuleType
 
 import jax
 
+try:  # JAX's persistent cache: private modules, so guarded (`_drop_damaged_cache_entries`)
+    from jax._src import compilation_cache as _jax_cache
+    from jax._src import lru_cache as _jax_lru
+except ImportError:
+    _jax_cache = _jax_lru = None
+
 HOOK = "jax_plugins.jaxppo_xla_flags"
 
 
@@ -100,7 +106,8 @@ def compiler_options(backend: str) -> dict | None:
 
 def setup_compilation_cache(enabled: bool = True) -> None:
     """JAX's persistent compilation cache (`JAXPPO_CACHE_DIR`, default ~/.cache/jaxppo/xla):
-    a repeated command skips most of its compile. An unwritable cache is not worth failing for."""
+    a repeated command skips most of its compile. An unwritable cache is not worth failing for;
+    an entry that cannot be read is removed and compiled again (`take_damaged_cache_entries`)."""
     if not enabled:
         return
     cache_dir = os.environ.get("JAXPPO_CACHE_DIR",
@@ -112,3 +119,51 @@ def setup_compilation_cache(enabled: bool = True) -> None:
     jax.config.update("jax_compilation_cache_dir", cache_dir)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    _drop_damaged_cache_entries()
+
+
+_DAMAGED: list[str] = []
+
+
+def take_damaged_cache_entries() -> list[str]:
+    """The compile-cache files found unreadable and removed since the last call (for the
+    CLI's note)."""
+    taken = list(_DAMAGED)
+    del _DAMAGED[:]
+    return taken
+
+
+def _drop_damaged_cache_entries() -> None:
+    """JAX writes a cache entry in place and never rewrites a key whose file exists, so an entry
+    cut short (kill -9 mid-write, a full disk) failed to read in every later run, with a warning
+    per program and a compile each time; one read while another process writes it fails once.
+    An entry that does not decompress is removed here and reads as a miss: the program compiles
+    and its entry is written whole. JAX's cache classes are private: where they are not as
+    expected, this is left out."""
+    try:
+        cache, decompress = _jax_lru.LRUCache, _jax_cache.decompress_executable
+        suffix = _jax_lru._CACHE_SUFFIX
+    except AttributeError:  # another JAX's cache, or none imported
+        return
+    read = cache.get
+    if getattr(read, "drops_damaged", False):
+        return
+
+    def get(self, key: str) -> bytes | None:
+        value = read(self, key)
+        if value is None:
+            return None
+        try:
+            decompress(value)
+        except Exception:  # noqa: BLE001 - zstd's and zlib's errors alike: not a whole entry
+            path = os.path.join(str(self.path), f"{key}{suffix}")
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+            _DAMAGED.append(path)
+            return None
+        return value
+
+    get.drops_damaged = True
+    cache.get = get

@@ -15,6 +15,7 @@ import msgpack
 import numpy as np
 import pytest
 from conftest import compile_exactly, stop_run_at
+from jax._src.compilation_cache import decompress_executable  # JAX's own cache format
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
@@ -211,6 +212,37 @@ def test_stale_temp_files_are_removed_by_the_next_save(tmp_path, capsys):
                     extra=ckpt.extra)
     assert not glob.glob(os.path.join(run, "checkpoint", ".tmp-*"))
     assert load_checkpoint(run).update == ckpt.update
+
+
+def test_a_cut_short_compile_cache_entry_is_removed_and_written_again(tmp_path):
+    """JAX writes a compile-cache entry in place and never rewrites a key whose file exists:
+    an entry cut short (kill -9 while it was written, a full disk) failed to read in every
+    later run, with JAX's warning per program and a compile each time. Now it is removed and
+    compiled again, in one note, and the entries are whole for the next run."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAXPPO_CACHE_DIR": str(cache)}
+
+    def train(name):
+        p = subprocess.run([sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE,
+                            *TINY, "--logdir", str(tmp_path), "--run-name", name,
+                            "--no-progress"], capture_output=True, text=True, cwd=ROOT, env=env,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stderr
+
+    assert "compile cache" not in train("first")
+    entries = sorted(cache.glob("*-cache"))
+    assert entries
+    for f in entries:
+        f.write_bytes(f.read_bytes()[:f.stat().st_size // 2])
+    err = train("second")
+    assert "Error reading persistent compilation cache" not in err, err[-2000:]
+    assert [line for line in err.splitlines() if "compile cache" in line] == [
+        f"jaxppo train: note: {len(entries)} entries of the compile cache {cache} could not be "
+        "read (cut short by a kill or a full disk, or still being written by another process): "
+        "removed, and compiled again"]
+    for f in entries:
+        decompress_executable(f.read_bytes())  # whole again: raises on a cut stream
 
 
 @pytest.fixture(scope="module")

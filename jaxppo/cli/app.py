@@ -33,7 +33,7 @@ import jaxppo.cli.eval as evaluate
 import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
-from jaxppo._xla import setup_compilation_cache
+from jaxppo._xla import setup_compilation_cache, take_damaged_cache_entries
 from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
 from jaxppo.process import SIGNALS, command_started, release_signals, work_abandoned
 from jaxppo.run.driver import StopNow
@@ -108,6 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
         return 128 + getattr(e, "signum", signal.SIGINT)
     finally:
+        damaged = take_damaged_cache_entries()
+        if damaged:
+            what = "1 entry" if len(damaged) == 1 else f"{len(damaged)} entries"
+            print(f"jaxppo {args.command}: note: {what} of the compile cache "
+                  f"{os.path.dirname(damaged[0])} could not be read (cut short by a kill or a "
+                  "full disk, or still being written by another process): removed, and "
+                  "compiled again", file=sys.stderr)
         sys.stdout.flush()  # while a closed reader is still caught
         sys.stdout = stdout
         for s, handler in old.items():
