@@ -134,12 +134,8 @@ def take_damaged_cache_entries() -> list[str]:
 
 
 def _drop_damaged_cache_entries() -> None:
-    """JAX writes a cache entry in place and never rewrites a key whose file exists, so an entry
-    cut short (kill -9 mid-write, a full disk) failed to read in every later run, with a warning
-    per program and a compile each time; one read while another process writes it fails once.
-    An entry that does not decompress is removed here and reads as a miss: the program compiles
-    and its entry is written whole. JAX's cache classes are private: where they are not as
-    expected, this is left out."""
+    """JAX never rewrites a cache entry whose file exists, so one cut short (kill -9 mid-write, a
+    full disk) warned and recompiled in every later run: read back, it is removed and misses."""
     try:
         cache, decompress = _jax_lru.LRUCache, _jax_cache.decompress_executable
         suffix = _jax_lru._CACHE_SUFFIX
@@ -151,16 +147,18 @@ def _drop_damaged_cache_entries() -> None:
 
     def get(self, key: str) -> bytes | None:
         value = read(self, key)
-        if value is None:
-            return None
+        if value is None or getattr(self, "eviction_enabled", True):
+            return value  # with eviction on, JAX's lock guards its files: left to JAX
         try:
             decompress(value)
         except Exception:  # noqa: BLE001 - zstd's and zlib's errors alike: not a whole entry
             path = os.path.join(str(self.path), f"{key}{suffix}")
             try:
                 os.remove(path)
-            except OSError:
+            except FileNotFoundError:
                 pass
+            except OSError:
+                return value  # cannot be removed (a read-only cache): JAX warns as before
             _DAMAGED.append(path)
             return None
         return value

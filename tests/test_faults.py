@@ -15,11 +15,10 @@ import msgpack
 import numpy as np
 import pytest
 from conftest import compile_exactly, stop_run_at
-from jax._src.compilation_cache import decompress_executable  # JAX's own cache format
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
-from jaxppo._xla import setup_compilation_cache
+from jaxppo._xla import _jax_cache, setup_compilation_cache
 from jaxppo.cli import main
 from jaxppo.compare.fit import holds_jax
 from jaxppo.run.driver import chunk_lengths, pick_chunk
@@ -242,7 +241,7 @@ def test_a_cut_short_compile_cache_entry_is_removed_and_written_again(tmp_path):
         "read (cut short by a kill or a full disk, or still being written by another process): "
         "removed, and compiled again"]
     for f in entries:
-        decompress_executable(f.read_bytes())  # whole again: raises on a cut stream
+        _jax_cache.decompress_executable(f.read_bytes())  # whole again: raises on a cut stream
 
 
 @pytest.fixture(scope="module")

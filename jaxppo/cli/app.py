@@ -80,6 +80,16 @@ def _interrupt(signum, frame):
     raise StopNow(signum)
 
 
+def _note_damaged_cache(command: str) -> None:
+    damaged = take_damaged_cache_entries()
+    if damaged:
+        what = "1 entry" if len(damaged) == 1 else f"{len(damaged)} entries"
+        print(f"jaxppo {command}: note: {what} of the compile cache "
+              f"{os.path.dirname(damaged[0])} could not be read (cut short by a kill or a full "
+              "disk, or still being written by another process): removed, and compiled again",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     started = command_started()
     held = release_signals()  # one that came while jaxppo imported (the command's own)
@@ -94,8 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if held is not None:
             raise StopNow(held)
+        take_damaged_cache_entries()  # an earlier caller's in this process: not this command's
         setup_compilation_cache(not args.no_cache)
-        return args.func(args)
+        try:
+            return args.func(args)
+        finally:  # before a fault's line, which stays the last
+            _note_damaged_cache(args.command)
     except (ConfigError, UsageError, CheckpointError, EnvError) as e:
         print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
@@ -108,13 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxppo {args.command}: interrupted; nothing was run", file=sys.stderr)
         return 128 + getattr(e, "signum", signal.SIGINT)
     finally:
-        damaged = take_damaged_cache_entries()
-        if damaged:
-            what = "1 entry" if len(damaged) == 1 else f"{len(damaged)} entries"
-            print(f"jaxppo {args.command}: note: {what} of the compile cache "
-                  f"{os.path.dirname(damaged[0])} could not be read (cut short by a kill or a "
-                  "full disk, or still being written by another process): removed, and "
-                  "compiled again", file=sys.stderr)
         sys.stdout.flush()  # while a closed reader is still caught
         sys.stdout = stdout
         for s, handler in old.items():
