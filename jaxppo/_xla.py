@@ -123,6 +123,7 @@ def setup_compilation_cache(enabled: bool = True) -> None:
 
 
 _DAMAGED: list[str] = []
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame's first bytes (a zlib stream's: 0x78)
 
 
 def take_damaged_cache_entries() -> list[str]:
@@ -141,6 +142,7 @@ def _drop_damaged_cache_entries() -> None:
         suffix = _jax_lru._CACHE_SUFFIX
     except AttributeError:  # another JAX's cache, or none imported
         return
+    local_zstd = any(getattr(_jax_cache, m, None) is not None for m in ("zstd", "zstandard"))
     read = cache.get
     if getattr(read, "drops_damaged", False):
         return
@@ -152,6 +154,8 @@ def _drop_damaged_cache_entries() -> None:
         try:
             decompress(value)
         except Exception:  # noqa: BLE001 - zstd's and zlib's errors alike: not a whole entry
+            if len(value) >= 4 and (value[:4] == ZSTD_MAGIC) != local_zstd:
+                return value  # another codec's, so another JAX's (a shared cache): JAX's call
             path = os.path.join(str(self.path), f"{key}{suffix}")
             try:
                 os.remove(path)

@@ -18,7 +18,7 @@ from conftest import compile_exactly, stop_run_at
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
-from jaxppo._xla import _jax_cache, setup_compilation_cache
+from jaxppo._xla import ZSTD_MAGIC, _jax_cache, _jax_lru, setup_compilation_cache, take_damaged_cache_entries
 from jaxppo.cli import main
 from jaxppo.compare.fit import holds_jax
 from jaxppo.run.driver import chunk_lengths, pick_chunk
@@ -242,6 +242,26 @@ def test_a_cut_short_compile_cache_entry_is_removed_and_written_again(tmp_path):
         "removed, and compiled again"]
     for f in entries:
         _jax_cache.decompress_executable(f.read_bytes())  # whole again: raises on a cut stream
+
+
+def test_only_a_cut_entry_of_this_jaxs_codec_is_removed_from_the_compile_cache(tmp_path):
+    """An entry of another codec is another JAX's in a shared cache (on Python 3.14 JAX
+    compresses with zstd under a key that says zlib) and is left to JAX; one of this JAX's
+    codec cut short, or empty, is removed and reads as a miss."""
+    setup_compilation_cache()
+    cache = _jax_lru.LRUCache(str(tmp_path), max_size=-1)
+    whole = _jax_cache.compress_executable(b"an executable" * 100)
+    zstd = whole[:4] == ZSTD_MAGIC
+    other = (b"\x78\x9c" if zstd else ZSTD_MAGIC) + b"\x01" * 40  # the other codec's header
+    entries = {"whole": whole, "cut": whole[:len(whole) // 2], "empty": b"", "other": other}
+    for key, value in entries.items():
+        (tmp_path / f"{key}-cache").write_bytes(value)
+    take_damaged_cache_entries()
+    got = {key: cache.get(key) for key in entries}
+    assert got == {"whole": whole, "cut": None, "empty": None, "other": other}
+    assert sorted(os.listdir(tmp_path)) == ["other-cache", "whole-cache"]
+    assert sorted(map(os.path.basename, take_damaged_cache_entries())) == ["cut-cache",
+                                                                          "empty-cache"]
 
 
 @pytest.fixture(scope="module")
