@@ -39,7 +39,8 @@ def check_seeds():
 
     hp = Hparams.stack([dataclasses.replace(TINY, lr=lr) for lr in (1e-4, 3e-4, 1e-3, 3e-3)])
     ref = jax.jit(jax.vmap(make_train(TINY)))(keys[:4], hp)
-    out = make_sharded_train(TINY, make_mesh(4), "seeds")(keys[:4], hp)
+    legacy = jax.random.split(jax.random.PRNGKey(0), 8)[:4]  # PureJaxRL's key form: the same seeds
+    out = make_sharded_train(TINY, make_mesh(4), "seeds")(legacy, hp)
     close(ref.train_state.params, out.train_state.params)
 
 
@@ -82,7 +83,8 @@ def check_envs_learns():
     """CartPole's fast config with its 16 envs split 4 per device solves, as one agent whose
     params are identical on every device."""
     config = load_config(os.path.join(ROOT, "configs", "cartpole_fast.yaml"))
-    out = make_sharded_train(config, make_mesh(4), "envs")(jax.random.split(jax.random.key(0), 2))
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)  # PureJaxRL's key form
+    out = make_sharded_train(config, make_mesh(4), "envs")(keys)
     final = np.asarray(out.metrics["episodic_return"][:, -1])
     assert final.mean() >= 475, final
     assert out.runner_state.env.obs.shape == (2, 16, 4)  # global view: all 16 envs

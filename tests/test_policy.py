@@ -76,6 +76,9 @@ def test_continuous_act_applies_the_normalizer(tmp_path):
     key = jax.random.key(3)
     np.testing.assert_allclose(policy.act(obs, key, deterministic=False), normalized.sample(key),
                                rtol=1e-6)
+    # PureJaxRL's and gymnax's key form, of the same seed: the same sample
+    np.testing.assert_array_equal(policy.act(obs, jax.random.PRNGKey(3), deterministic=False),
+                                  policy.act(obs, key, deterministic=False))
     with pytest.raises(UsageError, match="needs a PRNG key"):
         policy.act(obs, deterministic=False)
     with pytest.raises(UsageError, match=r"takes \(3,\)"):
@@ -104,7 +107,8 @@ def test_evaluate_is_one_compile_and_equals_per_run_evaluation(cartpole, monkeyp
         "CartPole-v1", config.num_updates, 7, True)
     assert again.seed == 8
     for r in range(RUNS):
-        ret, length, _ = ev.evaluate(config, run_ts(train_states, r), jax.random.key(7), 3)
+        ret, length, _ = ev.evaluate(config, run_ts(train_states, r),
+                                     jax.random.PRNGKey(7) if r % 2 else jax.random.key(7), 3)
         np.testing.assert_array_equal(first.returns[r], ret)
         np.testing.assert_array_equal(first.lengths[r], length)
     # CartPole pays 1 per step.

@@ -39,6 +39,7 @@ from jaxppo.core.shuffle import permutations_from_bits
 from jaxppo.envs import VecEnv
 from jaxppo.envs.registry import CUSTOM_PREFIX
 from jaxppo.errors import ConfigError
+from jaxppo.keys import as_key, is_key
 from jaxppo.labels import tree_text
 
 RESTART_SALT = 0x5E5E7
@@ -306,7 +307,8 @@ class Trainer:
         normalizer state, and `env.num_envs` freshly reset envs, all from `key`.
 
         Args:
-          key: the run's PRNG key (one seed): the same key gives the same run.
+          key: the run's PRNG key (one seed): `jax.random.key(seed)` or the legacy
+            `jax.random.PRNGKey(seed)`; the same seed gives the same run either way.
           hparams: the float hyperparameters (None: the config's), checked as
             `Hparams.check` does.
           params: network params built already from the same `key` (`initial_params(key)`):
@@ -315,6 +317,7 @@ class Trainer:
         Returns:
           The `RunnerState` (the update scan's carry) to pass to `run`.
         """
+        key = as_key(key, "train.init(key)")
         with self._precision():
             return init_runner(key, self._hp(hparams), config=self.config, env=self.env,
                                network=self.network, axis_name=self.axis_name, params=params)
@@ -328,6 +331,7 @@ class Trainer:
         Returns:
           The params tree (`TrainState.params` before the first update).
         """
+        key = as_key(key, "train.initial_params(key)")
         with self._precision():
             return init_params(self.network, init_keys(key)[0], self.env.obs_shape)
 
@@ -371,6 +375,8 @@ class Trainer:
         step = functools.partial(update_step, hp=self._hp(hparams), config=self.config,
                                  env=self.env, network=self.network, axis_name=self.axis_name)
         length = self.config.num_updates if num_updates is None else num_updates
+        if not is_key(runner.key):  # a runner built or kept with legacy key data
+            runner = runner._replace(key=as_key(runner.key, "train.run(runner): runner.key"))
         with self._precision():
             return jax.lax.scan(step, runner, None, length=length)
 
@@ -380,7 +386,8 @@ class Trainer:
         Pure: jit it, vmap it over keys (seeds) or over `Hparams` (a sweep), or both.
 
         Args:
-          key: the run's PRNG key (one seed; a batch of keys under `jax.vmap`).
+          key: the run's PRNG key, `jax.random.key(seed)` or `jax.random.PRNGKey(seed)`
+            (one seed; a batch of `split` keys under `jax.vmap`). Both forms give the same run.
           hparams: the float hyperparameters (None: the config's; `Hparams.stack` of several
             settings under `jax.vmap(train, in_axes=(None, 0))`).
 
@@ -388,7 +395,7 @@ class Trainer:
           The `TrainOutput`: final learner state, metrics `[U]` (`[R, U]` under vmap), and
             the final runner state.
         """
-        runner, metrics = self.run(self.init(key, hparams), hparams)
+        runner, metrics = self.run(self.init(as_key(key), hparams), hparams)
         return TrainOutput(runner.train_state, metrics, runner)
 
 

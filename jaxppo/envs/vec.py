@@ -26,6 +26,7 @@ from jaxppo.envs.resets import RESETS, ResetPool, default_reset_batch, hand_out
 from jaxppo.envs.spaces import ActionSpec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError
+from jaxppo.keys import as_key
 from jaxppo.labels import listed
 
 
@@ -268,23 +269,22 @@ class VecEnv:
                 jnp.reshape(terminated, ()).astype(bool), jnp.reshape(truncated, ()).astype(bool),
                 mask, metrics)
 
-    # ---- batched ---------------------------------------------------------------------------
+    # ---- batched: keys typed (`jax.random.key`) or legacy (`PRNGKey`) ----------------------
     def reset(self, key: jax.Array) -> tuple[jax.Array, EnvState]:
         """Reset every env: the start of a run (or of an evaluation).
 
         Args:
-          key: a PRNG key, split into one key per env (and, under `optimistic`, the keys of a
-            full pool of reset states to start from).
+          key: a PRNG key (typed or legacy), split into one per env (and, under `optimistic`,
+            the keys of a full pool of reset states to start from).
 
         Returns:
           `(obs, state)`: the first observations `[N, *obs_shape]` and the batched `EnvState`
             (the envs' own states, zeroed episode statistics, the action mask if any).
         """
-        pool_key = None
+        key, pool_key = as_key(key, "VecEnv.reset(key)"), None
         if self.reset_mode == "optimistic":  # keys of its own for a full pool to start from
             key, pool_key = jax.random.split(key)
-        keys = jax.random.split(key, self.num_envs)
-        obs, inner, mask = jax.vmap(self._reset_one)(keys)
+        obs, inner, mask = jax.vmap(self._reset_one)(jax.random.split(key, self.num_envs))
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         chex.assert_shape(obs, (self.num_envs, *self.obs_shape))
         pool = None
@@ -337,7 +337,7 @@ class VecEnv:
           A `StepRandomness` whose leaves lead with T (`[T, N]` keys); under `predrawn`, also
             the T x N reset states an autoreset would use.
         """
-        fresh = []
+        key, fresh = as_key(key, "VecEnv.draw_randomness(key, num_steps)"), []
         if self.reset_mode == "optimistic":
             key, fresh_root = jax.random.split(key)
             fresh = [jax.random.split(fresh_root, (num_steps, self.reset_batch))]

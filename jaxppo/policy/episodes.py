@@ -28,6 +28,7 @@ from jaxppo.core.networks import initial_memory, is_recurrent, make_network
 from jaxppo.core.normalize import rms_normalize
 from jaxppo.core.train import TrainState
 from jaxppo.envs import EnvState, HostVecEnv, VecEnv
+from jaxppo.keys import as_key
 
 
 class EpisodeCarry(NamedTuple):
@@ -185,6 +186,7 @@ def evaluate(config: PPOConfig, train_state: TrainState, key: jax.Array, num_epi
     episodes, played in parallel (on `env`, an environment instance, when the run trained on
     one); `finished` is False for an episode cut off at `max_episode_steps` (its return is the
     sum so far)."""
+    key = as_key(key, "evaluate(config, train_state, key)")
     ret, length, finished = _evaluator(config, num_episodes, deterministic, False, env,
                                        env_params)(train_state, key)
     return np.asarray(ret), np.asarray(length), np.asarray(finished)
@@ -196,6 +198,7 @@ def evaluate_runs(config: PPOConfig, train_states: TrainState, key: jax.Array,
     """`evaluate` for R runs at once (`train_states` leaves lead with R), vmapped in one
     program; every run plays with the same `key`. Returns `(returns, lengths, finished)`,
     each [R, E]."""
+    key = as_key(key, "evaluate_runs(config, train_states, key)")
     if jax.tree.leaves(train_states)[0].shape[0] == 1:  # one run: no vmap to trace (batching
         # a physics step's inner loops costs a Brax eval more to trace than the step itself)
         one = jax.tree.map(lambda x: x[0], train_states)
@@ -225,6 +228,7 @@ def play_episode(config: PPOConfig, train_state: TrainState, key: jax.Array,
     """Play one episode in one jitted scan; returns `(env, states, cumulative returns, length)`
     with one unbatched env state per frame (the reset state first, the terminal one excluded)."""
     env, run = _episode_player(config, deterministic, env, env_params)
+    key = as_key(key, "play_episode(config, train_state, key)")
     first, inner, returns, length = jax.device_get(run(train_state, key))
     length = int(length[0])
     states = [jax.tree.map(lambda x: x[0], first)]

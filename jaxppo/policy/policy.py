@@ -24,6 +24,7 @@ from jaxppo.core.networks import is_recurrent, make_network
 from jaxppo.core.train import TrainState
 from jaxppo.envs import VecEnv
 from jaxppo.errors import UsageError
+from jaxppo.keys import as_key
 from jaxppo.labels import tree_text
 from jaxppo.policy.diverged import DivergedAgent, diverged_agents, diverged_refusal
 from jaxppo.policy.episodes import (
@@ -133,8 +134,8 @@ class Policy(NamedTuple):
 
         Args:
           obs: one observation `[*obs_shape]` or a batch `[B, *obs_shape]` (B may be 0).
-          key: a JAX PRNG key (`jax.random.key(...)`, split for each step); needed only to
-            sample.
+          key: a JAX PRNG key (`jax.random.key(...)` or `jax.random.PRNGKey(...)`, split for each
+            step); needed only to sample.
           deterministic: act with the distribution's mode (True) or sample from it (False).
           mask: legal actions, `[A]` or `[B, A]` bool (masked discrete envs only).
           state: a recurrent policy's state (required for one, refused for a feedforward one).
@@ -152,9 +153,11 @@ class Policy(NamedTuple):
         if not deterministic and key is None:
             raise UsageError("Policy.act(obs, deterministic=False) samples and needs a PRNG key: "
                              "act(obs, key, deterministic=False)")
-        if not deterministic and key is not None and not _is_key(key):
-            raise UsageError(f"key {key!r}: Policy.act samples with a JAX PRNG key; pass a "
-                             "jax.random.key(...) (split it for each step)")
+        if not deterministic and key is not None:
+            try:
+                key = as_key(key, "Policy.act(obs, key, deterministic=False)")
+            except TypeError as e:
+                raise UsageError(str(e)) from None
         env, _, act = _actor(self.config, self.env, self.env_params)
         if self.recurrent and state is None:
             raise UsageError("a recurrent policy acts from its state: "
@@ -226,15 +229,6 @@ class Policy(NamedTuple):
             raise UsageError(f"state of shape {shown}: this {self.config.network} policy's state "
                              f"for {what} has shape {expected} (policy.{call}); pass the state "
                              "act returned for the same observations")
-
-
-def _is_key(key) -> bool:
-    """A new-style `jax.random.key(...)`, or a legacy `PRNGKey` (uint32 [2]), unbatched."""
-    if not isinstance(key, jax.Array):
-        return False
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key.shape == ()
-    return key.dtype == jnp.uint32 and key.shape == (2,)
 
 
 def is_int(x) -> bool:
