@@ -58,6 +58,7 @@ from jax._src.lax import linalg  # noqa: E402
 from jax.experimental import topologies  # noqa: E402  (compile-only devices)
 
 from jaxppo import Hparams, load_config, make_train  # noqa: E402
+from jaxppo.compat import cuda_pjrt_mismatch  # noqa: E402
 from jaxppo.config.load import parse_overrides  # noqa: E402
 from jaxppo.core.loss import Minibatch, ppo_loss  # noqa: E402
 from jaxppo.core.networks import init_params  # noqa: E402
@@ -128,6 +129,8 @@ def gpu_device(target: str):
     """A compile-only device of `target` (no GPU needed), or SystemExit naming the extra."""
     if importlib.util.find_spec("jax_plugins.xla_cuda12") is None:
         raise SystemExit(f"hlo_profile: --target {target} {INSTALL_HINT}")
+    if (mismatch := cuda_pjrt_mismatch()) is not None:
+        raise SystemExit(f"hlo_profile: --target {target}: {mismatch}")
     logging.getLogger("jax_plugins.xla_cuda12").setLevel(logging.ERROR)
     with _stderr_silenced():
         jax.devices()  # JAX initializes its plugins (the CUDA one loads here)

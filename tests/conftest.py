@@ -15,11 +15,28 @@ XLA's and jaxppo's own options, as a user's do; tests that compare two programs 
 """
 
 import functools
+import importlib.util
 import os
 import signal
 
+
+def _compat():
+    """jaxppo/compat.py read on its own: importing the package would import JAX, and XLA_FLAGS
+    must be set first."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jaxppo",
+                        "compat.py")
+    spec = importlib.util.spec_from_file_location("_jaxppo_compat_for_flags", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LOOP_EMITTERS = _compat().XLA_CPU_LOOP_EMITTERS  # jaxlib 0.10 only: see jaxppo/compat.py
 LEVEL_FLAG = "--xla_backend_optimization_level"
-SUITE_FLAGS = (f"{LEVEL_FLAG}=0", "--xla_cpu_use_fusion_emitters=false")
+SUITE_FLAGS = (f"{LEVEL_FLAG}=0", *(("--xla_cpu_use_fusion_emitters=false",) if LOOP_EMITTERS
+                                   else ()))
+FUSION_EMITTERS = {"xla_cpu_use_fusion_emitters": True} if LOOP_EMITTERS else {}
+"""The option that gives a program XLA's own emitters back (none where they are the only ones)."""
 if LEVEL_FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *SUITE_FLAGS]).strip()
     os.environ["JAXPPO_SUITE_SET_LEVEL"] = "1"  # marked: pytest-xdist's workers inherit it
@@ -130,7 +147,7 @@ def _cache_dir(tmp_path_factory):
 USER_LEVEL = {"xla_backend_optimization_level": CPU_LEVEL}
 """The compiler options of a test that compiles a learning run itself: jaxppo's own level."""
 
-XLA_OWN = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+XLA_OWN = {"xla_backend_optimization_level": 3, **FUSION_EMITTERS}
 """XLA's own defaults for what `SUITE_FLAGS` changes."""
 
 
@@ -182,7 +199,7 @@ def compile_exactly(monkeypatch) -> None:
     `exact` compares against: see `compile_as_a_user`). JAX's in-memory caches are emptied:
     a program compiled before under `SUITE_FLAGS` is compiled again, not reused."""
     if not OWN_LEVEL:
-        _compile_with(monkeypatch, SUITE_FLAGS[:1], {"xla_cpu_use_fusion_emitters": True})
+        _compile_with(monkeypatch, SUITE_FLAGS[:1], FUSION_EMITTERS)
         jax.clear_caches()
 
 
