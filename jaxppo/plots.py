@@ -185,7 +185,7 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_yticks(y)
     axes[0, 0].set_yticklabels([r["label"] for r in rows], fontsize=8)
-    axes[0, 0].set_ylim(len(rows) - 0.5, -0.5)  # first row on top, none on the spine
+    axes[0, 0].set_ylim(max(len(rows), 1) - 0.5, -0.5)  # first row on top, none on the spine
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -278,3 +278,25 @@ def assert_sweep_refused(capsys, tmp_path, argv, culprits):
     for c in culprits:
         assert c in err[0], (c, err[0])
     assert not os.path.exists(tmp_path / "runs")
+
+
+NEWER_LINE = (
+    "tests/test_keys.py",  # every key form users write
+    "tests/test_train.py",  # the train fn: determinism, vmapped equals alone, chunks, retracing
+    "tests/test_probes.py",  # value, discounting, bootstrapping, the better action learned
+    "tests/test_learning.py::test_cartpole_configs_solve_and_stay_solved",  # MLP learns
+    "tests/test_recurrent.py::test_memory_probe_needs_memory",  # GRU and LSTM learn
+    "tests/test_networks.py::test_cnn_torso_trains_through_make_train",  # MinAtar's CNN
+    "tests/test_brax.py::test_inverted_double_pendulum_learns_on_cpu",  # continuous, Brax
+    "tests/test_docs.py::test_the_site_builds_strictly_with_every_name_flag_and_key",
+    "tests/test_scripts.py::test_hlo_profile_compiles_for_an_h100_without_one",
+)
+"""CI's subset on the newer line (Python 3.12 + JAX 0.12: `.ci/run`), beside every unit test:
+node ids or whole files."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the newer line's subset `newer_line` (pyproject's markers say what it is)."""
+    for item in items:
+        if item.get_closest_marker("unit") or item.nodeid.split("[")[0].startswith(NEWER_LINE):
+            item.add_marker(pytest.mark.newer_line)

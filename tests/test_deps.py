@@ -1,34 +1,68 @@
-"""The declared dependency ranges hold the versions the suite is run with (requirements-lock.txt),
-so a range never claims a version that was not tested, and the lock never drifts outside it."""
+"""The declared dependency ranges hold the versions the suite is run with on each tested line
+(requirements-lock.txt, which reads requirements-lock-py312.txt), so a range never claims a
+version that was not tested, and no lock drifts outside it."""
 
 import os
 import re
 import tomllib
 
+import pytest
 from packaging.requirements import Requirement
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
+LINES = ("3.11", "3.12")
+"""The tested lines' Pythons (docs/get-started/install.md)."""
 
 
-def locked() -> dict[str, str]:
-    out = {}
-    for line in open(os.path.join(ROOT, "requirements-lock.txt"), encoding="utf-8"):
+def _name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _lines(path: str):
+    """The lock's pins and the files it reads (`-r FILE`), as `Requirement`s."""
+    for line in open(os.path.join(ROOT, path), encoding="utf-8"):
         line = line.strip()
-        if line and not line.startswith("#"):
-            name, _, version = line.partition("==")
-            out[re.sub(r"[-_.]+", "-", name).lower()] = version
+        if line.startswith("-r "):
+            yield from _lines(line.split(None, 1)[1])
+        elif line and not line.startswith("#"):
+            yield Requirement(line)
+
+
+def locked(python: str) -> dict[str, str]:
+    """{name: version} the lock installs on `python`."""
+    env = {"python_version": python, "sys_platform": "linux"}
+    out = {}
+    for req in _lines("requirements-lock.txt"):
+        if req.marker is None or req.marker.evaluate(env):
+            (spec,) = req.specifier
+            assert spec.operator == "==", req
+            assert _name(req.name) not in out, f"{req.name} pinned twice for Python {python}"
+            out[_name(req.name)] = spec.version
     return out
 
 
-def test_every_declared_range_holds_the_locked_version():
+@pytest.mark.parametrize("python", LINES)
+def test_every_declared_range_holds_the_locked_version(python):
     project = tomllib.load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["project"]
-    lock = locked()
+    lock = locked(python)
+    env = {"python_version": python, "sys_platform": "linux", "extra": "dev"}
     requirements = [Requirement(r) for r in project["dependencies"]]
     requirements += [Requirement(r) for r in project["optional-dependencies"]["dev"]]
     for req in requirements:
-        name = re.sub(r"[-_.]+", "-", req.name).lower()
-        assert name in lock, f"{req.name} is declared but not in requirements-lock.txt"
-        assert req.specifier.contains(lock[name], prereleases=True), (str(req), lock[name])
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue  # not on this line (torch and SB3 on 3.12+)
+        name = _name(req.name)
+        assert name in lock, f"{req.name} is declared but not locked for Python {python}"
+        assert req.specifier.contains(lock[name], prereleases=True), (python, str(req), lock[name])
         if req.name not in ("six", "pillow"):
             assert any(s.operator in ("<", "==") for s in req.specifier), \
                 f"{req}: give an upper bound (the next release line), tested versions only"
+
+
+def test_the_lines_differ_where_they_should():
+    """Line 1 is JAX 0.10.2 with torch; line 2 JAX 0.12.0.1 with its CUDA compiler plugin of
+    the same release, and no torch (no CPU build for 3.12+ on the package index)."""
+    old, new = locked("3.11"), locked("3.12")
+    assert old["jax"] == old["jaxlib"] == old["jax-cuda12-pjrt"] == "0.10.2"
+    assert new["jax"] == new["jaxlib"] == new["jax-cuda12-pjrt"] == "0.12.0.1"
+    assert "torch" in old and "torch" not in new and "stable-baselines3" not in new

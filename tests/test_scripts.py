@@ -60,12 +60,13 @@ def test_gpu_suite_tiny(tmp_path):
     assert parts == {"agents", "envs", "minatar", "brax", "precision", "policies", "suites",
                      "atari", "sb3", "purejaxrl"}
     sb3 = [r["what"] for r in data["rows"] if r["part"] == "sb3" and r["sps"]]
-    assert sb3 == ["jaxppo, 1 seed", "SB3 DummyVecEnv (4 envs)"]  # MinAtar-Breakout vs SB3
+    with_sb3 = importlib.util.find_spec("stable_baselines3") is not None  # not on Python 3.12+
+    assert sb3 == ["jaxppo, 1 seed", *(["SB3 DummyVecEnv (4 envs)"] if with_sb3 else [])]
     atari = [r for r in data["rows"] if r["part"] == "atari"]
     envpool = importlib.util.find_spec("jaxppo.envs.sources.envpool") is not None
     assert all((r["sps"] is not None) == envpool for r in atari), atari  # else: skipped rows
     measured = [r for r in data["rows"] if r["sps"] is not None]
-    assert len(measured) >= 9 and all(r["sps"] > 0 and r["compile_s"] > 0 for r in measured)
+    assert len(measured) >= 8 + with_sb3 and all(r["sps"] > 0 and r["compile_s"] > 0 for r in measured)
     assert len([r for r in measured if r["part"] == "precision"]) == 1  # --one-row
     assert (tmp_path / "suite.md").read_text().startswith("Device: **cpu**")
     assert "| agents | CartPole-v1 default | 1 |" in out  # rows print as they come
