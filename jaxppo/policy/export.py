@@ -197,7 +197,7 @@ def sidecar_dict(policy: Policy, env, network, sig, format: str, deterministic: 
         "deterministic": bool(deterministic),
         "inputs": [p.to_dict() for p in sig.inputs],
         "outputs": [p.to_dict() for p in sig.outputs],
-        "float": "float32 inputs and outputs; the batch axis is dynamic",
+        "batch_axis": "the leading axis of every input and output: any size, one row per env",
         "source": {"run_dir": os.path.abspath(run_dir_of(run_dir)), "agent": policy.seed,
                    "update": int(policy.update), "trained_updates": policy.trained_updates,
                    "network": {"kind": c.network, "torso": c.torso,
