@@ -140,8 +140,9 @@ def _require_onnx() -> None:
     try:
         import onnx  # noqa: F401  (the export extra)
     except ImportError:
-        raise UsageError("--format onnx needs the onnx package: pip install 'jaxppo[export]' "
-                         "(or export with --format jax, which needs nothing more)") from None
+        raise UsageError("exporting to ONNX (--format onnx) needs the onnx package: pip install "
+                         "'jaxppo[export]'; or export with --format jax, which needs nothing "
+                         "more") from None
 
 
 def jax_program_bytes(env, network, policy: Policy, deterministic: bool, sig) -> bytes:
