@@ -7,6 +7,7 @@ input is one line."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -16,7 +17,16 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from jaxppo import Experiment, PPOConfig, UsageError, export_policy, load_policy, make_train
+from jaxppo import (
+    Experiment,
+    PPOConfig,
+    UsageError,
+    evaluate,
+    export_policy,
+    load_config,
+    load_policy,
+    make_train,
+)
 from jaxppo.cli import main
 from jaxppo.core.networks import make_network
 from jaxppo.core.normalize import RunningMeanStd, rms_normalize
@@ -403,3 +413,30 @@ def test_bad_input_is_one_line(cartpole, tmp_path, capsys, monkeypatch):
     _one_line(capsys, ["export", str(tmp_path / "static"), "--format", "jax"],
               "sweep over static settings", "export from one of them")
     assert not os.path.exists(os.path.join(run, "export", "agent0.onnx"))
+
+
+def how_to_block(marker: str) -> str:
+    """The Python block of docs/how-to/export.md that holds `marker`."""
+    text = open(os.path.join(ROOT, "docs", "how-to", "export.md"), encoding="utf-8").read()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if marker in b]
+    assert len(blocks) == 1, marker
+    return blocks[0]
+
+
+@pytest.mark.slow
+def test_the_how_to_loop_reaches_the_evaluated_return(tmp_path):
+    """The how-to's ONNX Runtime loop, as printed, on Gymnasium's CartPole (no JAX, no jaxppo):
+    a solved agent's return there is its `jaxppo eval` return."""
+    config = load_config(os.path.join(ROOT, "configs", "cartpole_fast.yaml"))
+    result = Experiment(config, logdir=str(tmp_path), run_name="run", progress=False,
+                        tensorboard=False).run()
+    evaluated = float(evaluate(result.run_dir, 10).returns.mean())
+    assert evaluated >= 450, evaluated  # solved: the comparison means something
+    export_policy(result.run_dir, "onnx")
+    code = how_to_block("ort.InferenceSession(\"runs/<run-name>/export/agent0.onnx\")")
+    code = code.replace("runs/<run-name>", result.run_dir)
+    p = subprocess.run([sys.executable, "-c", code + "\nimport sys\nassert 'jax' not in sys.modules"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = float(re.search(r"return ([0-9.]+) over 10 episodes", p.stdout).group(1))
+    assert got >= 0.95 * evaluated, (got, evaluated)
