@@ -163,21 +163,39 @@ def gru(tmp_path_factory):
                    normalize_obs=True), 0
 
 
+def swept(tmp_path_factory, name: str, search: list[str], updates: int = 8) -> str:
+    """A tiny CartPole sweep of `search`, written as `jaxppo sweep` writes one."""
+    logdir = tmp_path_factory.mktemp(name)
+    sets = (f"total_timesteps={64 * updates}", "num_envs=4", "num_steps=16",
+            "hidden_sizes=[16,16]", "normalize_obs=true")
+    code = main(["sweep", "--config", os.path.join(ROOT, "configs", "cartpole.yaml"),
+                 *(a for s in sets for a in ("--set", s)), *search, "--space",
+                 "lr=1e-4:1e-2:log", "--logdir", str(logdir), "--run-name", name,
+                 "--no-progress", "--no-tensorboard"])
+    assert code == 0
+    return str(logdir / name)
+
+
 @pytest.fixture(scope="module")
 def pbt_member(tmp_path_factory):
     """A PBT sweep of 4 members, exploits every 2 updates; member 2 is exported."""
-    logdir = tmp_path_factory.mktemp("pbt")
-    code = main(["sweep", "--config", os.path.join(ROOT, "configs", "cartpole.yaml"),
-                 *(a for s in ("total_timesteps=512", "num_envs=4", "num_steps=16",
-                               "hidden_sizes=[16,16]", "normalize_obs=true")
-                   for a in ("--set", s)), "--search", "pbt", "--population", "4",
-                 "--interval", "2", "--space", "lr=1e-4:1e-2:log", "--logdir", str(logdir),
-                 "--run-name", "pbt", "--no-progress", "--no-tensorboard"])
-    assert code == 0
-    return str(logdir / "pbt"), 2
+    return swept(tmp_path_factory, "pbt", ["--search", "pbt", "--population", "4",
+                                           "--interval", "2"]), 2
 
 
-@pytest.mark.parametrize("family", ["cartpole", "pendulum", "minatar_cnn", "gru", "pbt_member"])
+@pytest.fixture(scope="module")
+def halving_member(tmp_path_factory):
+    """A halving sweep of 4 agents (eta 2); the first agent stopped at a rung is exported."""
+    run = swept(tmp_path_factory, "halving", ["--search", "halving", "--trials", "4", "--eta",
+                                              "2"], updates=24)
+    policies = [load_policy(run, i) for i in range(4)]
+    stopped = [p.seed for p in policies if p.trained_updates < p.update]
+    assert stopped, [p.trained_updates for p in policies]
+    return run, stopped[0]
+
+
+@pytest.mark.parametrize("family", ["cartpole", "pendulum", "minatar_cnn", "gru", "pbt_member",
+                                    "halving_member"])
 def test_exports_act_as_the_policy_without_jaxppo(family, request, tmp_path, capsys):
     """Both formats, under ONNX Runtime and plain JAX in a process without jaxppo: the actions
     of `load_policy(...).act` on 1,000 recorded observations; logits and means within 1e-5; a
@@ -201,6 +219,7 @@ def test_exports_act_as_the_policy_without_jaxppo(family, request, tmp_path, cap
     assert side["env_id"] == policy.config.env_id and side["source"]["agent"] == agent
     assert side["format"] == "onnx" and side["deterministic"] is True
     assert side["source"]["update"] == policy.update
+    assert side["source"]["trained_updates"] == policy.trained_updates  # a halving agent's rung
     assert [p["name"] for p in side["inputs"]][0] == "obs"
     assert len(np.unique(want["action"])) > 1  # the policy's choice varies: the test can fail
 
