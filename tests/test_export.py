@@ -221,6 +221,8 @@ def test_exports_act_as_the_policy_without_jaxppo(family, request, tmp_path, cap
     assert side["source"]["update"] == policy.update
     assert side["source"]["trained_updates"] == policy.trained_updates  # a halving agent's rung
     assert [p["name"] for p in side["inputs"]][0] == "obs"
+    meta = onnxruntime.InferenceSession(jobs[0]["model"]).get_modelmeta().custom_metadata_map
+    assert json.loads(meta["jaxppo"]) == side  # the model carries its sidecar too
     assert len(np.unique(want["action"])) > 1  # the policy's choice varies: the test can fail
 
 

@@ -10,6 +10,7 @@ The forward pass and its signature are `forward.py`'s; the ONNX graph is `onnx_g
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -104,23 +105,25 @@ def export_policy(run_dir: str | os.PathLike, format: str = "onnx", *, seed: int
     path = os.fspath(out) if out is not None else default_path(run_dir, policy.seed, format,
                                                                deterministic)
     sidecar = path + ".json"
-    if out is None:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if out is None:  # a folder that cannot be made is check_writable's line
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     for p, what in ((path, f"the {format} export"), (sidecar, "the export's sidecar")):
         check_writable(p, what)
     venv, network, _ = _actor(policy.config, policy.env, policy.env_params)
     sig = signature(venv, network, deterministic)
     notes = []
+    meta = sidecar_dict(policy, venv, network, sig, format, deterministic, path, run_dir)
     if format == "onnx":
         if policy.config.compute_dtype != "float32":
             notes.append(f"the run computes in {policy.config.compute_dtype}; the ONNX model "
                          "computes in float32, so its actions may differ where that rounding "
                          "decides")
         data = onnx_model_bytes(venv, network, policy.train_state, policy.config.normalize_obs,
-                                deterministic, sig, doc=f"jaxppo policy: {policy.config.env_id}")
+                                deterministic, sig, doc=f"jaxppo policy: {policy.config.env_id}",
+                                metadata={"jaxppo": json.dumps(meta)})
     else:
         data = jax_program_bytes(venv, network, policy, deterministic, sig)
-    meta = sidecar_dict(policy, venv, network, sig, format, deterministic, path, run_dir)
     for p, blob, what in ((path, data, f"the {format} export"),
                           (sidecar, json.dumps(meta, indent=2) + "\n", "the export's sidecar")):
         try:

@@ -164,9 +164,10 @@ def _head(g: _Graph, env, net, out: str, params: dict, deterministic: bool, mask
 
 
 def onnx_model_bytes(env, network, train_state, normalize: bool, deterministic: bool, sig,
-                     doc: str = "") -> bytes:
+                     doc: str = "", metadata: dict[str, str] | None = None) -> bytes:
     """The serialized ONNX model of `network`'s policy with `train_state`'s parameters (and
-    observation normaliser where `normalize`), with `sig`'s inputs and outputs."""
+    observation normaliser where `normalize`), with `sig`'s inputs and outputs; `metadata`
+    goes into the model's metadata_props (the sidecar travels inside the model too)."""
     import onnx  # the export extra
 
     g = _Graph(onnx)
@@ -208,6 +209,7 @@ def onnx_model_bytes(env, network, train_state, normalize: bool, deterministic: 
     model = onnx.helper.make_model(graph, producer_name="jaxppo", doc_string=doc,
                                    opset_imports=[onnx.helper.make_opsetid("", OPSET)])
     model.ir_version = IR_VERSION
+    onnx.helper.set_model_props(model, metadata or {})
     onnx.checker.check_model(model, full_check=True)
     return model.SerializeToString()
 
