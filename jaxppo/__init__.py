@@ -20,7 +20,14 @@ from jaxppo.core.gae import compute_gae  # noqa: E402
 from jaxppo.core.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402
 from jaxppo.envs import VecEnv, register_env  # noqa: E402
 from jaxppo.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
-from jaxppo.policy import EvalResult, Policy, evaluate, load_policy  # noqa: E402
+from jaxppo.policy import (  # noqa: E402
+    EvalResult,
+    ExportResult,
+    Policy,
+    evaluate,
+    export_policy,
+    load_policy,
+)
 from jaxppo.reports import Report, report  # noqa: E402
 from jaxppo.run.callbacks import Checkpointer, Progress, StopAtReturn  # noqa: E402
 from jaxppo.run.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
@@ -43,6 +50,7 @@ __all__ = [
     "ChunkEvent",
     "ConfigError",
     "EvalResult",
+    "ExportResult",
     "CsvLogger",
     "Experiment",
     "Hparams",
@@ -67,6 +75,7 @@ __all__ = [
     "compute_gae",
     "estimate_memory",
     "evaluate",
+    "export_policy",
     "init_distributed",
     "load_checkpoint",
     "load_config",

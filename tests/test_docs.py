@@ -24,7 +24,7 @@ import sys
 import pytest
 from conftest import stop_run_at, with_xla_emitters
 
-from jaxppo import load_config, sweep
+from jaxppo import export_policy, load_config, sweep
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import build_parser, main
 from jaxppo.config import FIELDS, parse_overrides
@@ -118,7 +118,7 @@ def python_blocks() -> list[tuple[str, int, str]]:
 
 def test_the_docs_show_every_verb():
     verbs = {line.split()[1] for _, line in commands("jaxppo ")}
-    assert verbs == {"train", "sweep", "eval", "compare", "config", "report"}, verbs
+    assert verbs == {"train", "sweep", "eval", "export", "compare", "config", "report"}, verbs
     assert any(c.startswith("tensorboard ") for p in PAGES for c in bash_commands(read(p)))
     assert len(read("README.md").splitlines()) <= 150
 
@@ -139,6 +139,8 @@ def workdir(tmp_path_factory, _cache_dir):
     config = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"), {"total_timesteps": 4096})
     stop_run_at(config, d / "runs", "finished", config.num_updates + 1, chunk_updates=2)
     stop_run_at(config, d / "runs", "stopped", 4, chunk_updates=2)
+    for fmt in ("onnx", "jax"):  # what the export how-to's loops read (its commands write them)
+        export_policy(d / "runs" / "finished", fmt)
     sweep(config, {"lr": [1e-3, 3e-4]}, logdir=str(d / "runs"), run_name="sweep-stopped",
           progress=False, tensorboard=False, chunk_updates=2,
           callbacks=[lambda e: e.update < 4])

@@ -6,6 +6,7 @@
     jaxppo sweep --config configs/cartpole.yaml --search pbt --population 16 --space lr=1e-4:1e-2:log
     jaxppo sweep --config configs/cartpole.yaml --search halving --trials 9 --space lr=1e-4:1e-2:log
     jaxppo eval runs/<run-name> --episodes 20 --gif cartpole.gif
+    jaxppo export runs/<run-name> --format onnx                  (or jax; runs without jaxppo)
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
     jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
     jaxppo config --list                                         (every config key)
@@ -30,6 +31,7 @@ import threading
 import jaxppo.cli.compare as compare
 import jaxppo.cli.config as config
 import jaxppo.cli.eval as evaluate
+import jaxppo.cli.export as export
 import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
@@ -39,7 +41,7 @@ from jaxppo.process import SIGNALS, command_started, release_signals, work_aband
 from jaxppo.run.driver import StopNow
 from jaxppo.run.files import PipeSafe
 
-VERBS = (train, sweep, compare, evaluate, report, config)
+VERBS = (train, sweep, compare, evaluate, export, report, config)
 """The verbs, in the order `jaxppo --help` lists them."""
 
 
