@@ -288,6 +288,7 @@ NEWER_LINE = (
     "tests/test_recurrent.py::test_memory_probe_needs_memory",  # GRU and LSTM learn
     "tests/test_networks.py::test_cnn_torso_trains_through_make_train",  # MinAtar's CNN
     "tests/test_brax.py::test_inverted_double_pendulum_learns_on_cpu",  # continuous, Brax
+    "tests/test_export.py::test_every_policy_family_exports",  # jax.export and ONNX, each family
     "tests/test_docs.py::test_the_site_builds_strictly_with_every_name_flag_and_key",
     "tests/test_scripts.py::test_hlo_profile_compiles_for_an_h100_without_one",
 )
