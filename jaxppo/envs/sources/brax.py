@@ -78,21 +78,19 @@ def make(name: str, kwargs: dict[str, Any]) -> tuple[BraxEnv, BraxParams]:
 def suggest_id(env_id: str) -> str | None:
     """`brax/<name>` for a Gymnasium-style MuJoCo id (`InvertedDoublePendulum-v4`, `hopper`,
     `HalfCheetah-v5`) that Brax has, so a user who typed the PyTorch tutorial's id is pointed
-    at it. Names are compared without case, underscores or the version suffix."""
+    at it. Names are compared without case, underscores or the version suffix, from Brax's
+    names as jaxppo knows them: importing Brax (MuJoCo's MJX) costs ~2 s for every typo."""
     def squash(name: str) -> str:
         return re.sub(r"-v\d+$", "", name.strip()).replace("_", "").replace("-", "").lower()
 
-    try:
-        names = [i[len(PREFIX):] for i in brax_env_ids()]
-    except ValueError:  # ConfigError: Brax is not installed
-        names = sorted(_BRAX_NAMES)
-    by_squashed = {squash(n): n for n in names}
+    by_squashed = {squash(n): n for n in sorted(BRAX_NAMES)}
     name = by_squashed.get(squash(env_id))
     return PREFIX + name if name else None
 
 
-# Brax's registered environments (brax 0.14), for suggestions when Brax is not installed.
-_BRAX_NAMES = frozenset({"ant", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
+# Brax's registered environments (brax 0.14; its test-only `fast` left out), for suggestions
+# without importing Brax (tests/test_brax.py holds it to Brax's registry).
+BRAX_NAMES = frozenset({"ant", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
                          "inverted_pendulum", "inverted_double_pendulum", "pusher", "reacher",
                          "swimmer", "walker2d"})
 

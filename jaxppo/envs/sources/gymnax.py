@@ -8,6 +8,10 @@ multi-process run (and for jaxppo's XLA flags)."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+import types
 from typing import Any
 
 from jaxppo.envs.sources.suite import kwargs_error
@@ -26,6 +30,43 @@ SOLVE_THRESHOLDS: dict[str, float] = {
     # reports -130 for PPO).
     "Pendulum-v1": -200.0,
 }
+
+
+RENDER_ONLY = ("seaborn",)
+"""What gymnax imports at import only for renders jaxppo never asks of it: gymnax 1.0.1's Pong
+module imports seaborn (with pandas and scipy.stats: ~0.9 s of CPU quiet, seconds on a busy
+machine) at its top, for its `render`. Upstream: gymnax/environments/misc/pong.py."""
+
+
+class _Deferred(types.ModuleType):
+    """A stand-in in `sys.modules` that imports the real module at its first attribute use and
+    forwards to it. Not `importlib.util.LazyLoader`: the import statement itself reads a lazy
+    module's `__spec__`, which loads it (Python 3.11-3.13); the stand-in has a spec of its own."""
+
+    def __getattr__(self, attr: str):  # only for attributes the stand-in lacks
+        real = self.__dict__.get("_real")
+        if real is None:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            real = importlib.import_module(self.__name__)
+            self.__dict__["_real"] = real
+        return getattr(real, attr)
+
+
+def defer_render_only_imports() -> None:
+    """Put a `_Deferred` stand-in for each `RENDER_ONLY` module in `sys.modules`: `import seaborn`
+    then costs nothing, and the module runs at its first attribute use, by whoever uses it (a
+    user's own `sns.lineplot` works as before). Modules already imported, or not installed,
+    are left alone."""
+    for name in RENDER_ONLY:
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        stand_in = _Deferred(name)
+        stand_in.__spec__ = spec
+        sys.modules[name] = stand_in
 
 
 def env_ids() -> list[str]:

@@ -49,7 +49,10 @@ def env_ids() -> list[str]:
 
 
 def suggest_id(env_id: str) -> str | None:
-    """`navix/Navix-...` for navix's bare id or a MiniGrid one (`MiniGrid-Empty-8x8-v0`)."""
+    """`navix/Navix-...` for navix's bare id or a MiniGrid one (`MiniGrid-Empty-8x8-v0`).
+    Other ids are not looked up: navix's import pulls its agents and W&B (~2 s of CPU)."""
+    if not env_id.startswith(("Navix-", "MiniGrid-")):
+        return None
     try:
         ids = set(env_ids())
     except ConfigError:
