@@ -15,10 +15,6 @@ from jaxppo._xla import apply_xla_cpu_flags, quiet_cuda_plugins  # noqa: E402
 apply_xla_cpu_flags()  # before anything creates the CPU backend
 quiet_cuda_plugins()  # the gpu-profile extra's CUDA plugin, where it can do nothing
 
-from jaxppo.envs.sources.gymnax import defer_render_only_imports  # noqa: E402
-
-defer_render_only_imports()  # gymnax's Pong imports seaborn for its render alone: ~0.9 s
-
 from jaxppo.config import Hparams, PPOConfig, load_config  # noqa: E402
 from jaxppo.core.gae import compute_gae  # noqa: E402
 from jaxppo.core.train import Trainer, TrainOutput, TrainState, make_train  # noqa: E402

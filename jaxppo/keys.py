@@ -4,6 +4,8 @@ the memory estimate and cross-process placement need data."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 
@@ -15,7 +17,12 @@ def is_key(x) -> bool:
 
 def key_words() -> int:
     """uint32 words of one legacy key of JAX's default PRNG implementation (threefry: 2)."""
-    return jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))).shape[-1]
+    return _words(str(jax.config.jax_default_prng_impl))
+
+
+@functools.cache
+def _words(impl: str) -> int:  # traced once per implementation: Policy.act calls it per step
+    return jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0, impl=impl))).shape[-1]
 
 
 def as_key(key, where: str = "train(key)", batch: tuple[int, ...] = ()) -> jax.Array:
@@ -37,22 +44,34 @@ def as_key(key, where: str = "train(key)", batch: tuple[int, ...] = ()) -> jax.A
     Raises:
       TypeError: `key` is neither form, or not of shape `batch`; one line naming the fix.
     """
+    words = key_words()
     if is_key(key):
         if tuple(key.shape) == batch:
             return key
-        got = f"{key.dtype}{list(key.shape)}"
+        got, several = f"{key.dtype}{list(key.shape)}", len(key.shape) > len(batch)
     else:
         dtype, shape = getattr(key, "dtype", None), tuple(getattr(key, "shape", ()))
-        words = key_words()
         if dtype == np.uint32 and shape == (*batch, words):
             return jax.random.wrap_key_data(key)
         got = (f"{dtype}{list(shape)}" if dtype is not None else
                f"{type(key).__name__} {key!r}"[:60])
+        several = dtype == np.uint32 and len(shape) > len(batch) + 1 and shape[-1] == words
     one = "one key" if not batch else f"keys of shape {list(batch)}"
-    hint = (" (several keys: jax.vmap over them)" if not batch and got.endswith("]") and
-            "[]" not in got else "")
+    hint = " (several keys: jax.vmap over them)" if several and not batch else ""
     raise TypeError(f"{where}: expected {one}, jax.random.key(seed) or jax.random.PRNGKey(seed) "
                     f"(split for several), got {got}{hint}")
+
+
+def run_keys(keys, where: str) -> jax.Array:
+    """`keys` as typed keys `[R]`, one per run, from either form (`jax.random.split(key, R)` of
+    a typed or a legacy key); a single key is a one-line `TypeError` asking for the split."""
+    shape = tuple(getattr(keys, "shape", ()))
+    batch = shape[:1] if is_key(keys) else shape[:-1]
+    if len(batch) != 1:
+        raise TypeError(f"{where}: expected one key per run, jax.random.split(key, R) of a "
+                        "jax.random.key or jax.random.PRNGKey, got "
+                        f"{getattr(keys, 'dtype', type(keys).__name__)}{list(shape)}")
+    return as_key(keys, where, batch)
 
 
 def keys_as_data(tree):

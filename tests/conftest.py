@@ -282,6 +282,7 @@ def assert_sweep_refused(capsys, tmp_path, argv, culprits):
 
 NEWER_LINE = (
     "tests/test_keys.py",  # every key form users write
+    "tests/test_startup.py",  # what a command imports before it answers
     "tests/test_train.py",  # the train fn: determinism, vmapped equals alone, chunks, retracing
     "tests/test_probes.py",  # value, discounting, bootstrapping, the better action learned
     "tests/test_learning.py::test_cartpole_configs_solve_and_stay_solved",  # MLP learns

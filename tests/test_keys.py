@@ -16,7 +16,7 @@ from flax import struct
 
 from jaxppo import Hparams, PPOConfig, VecEnv, make_train
 from jaxppo.envs import Box, Discrete
-from jaxppo.keys import as_key, to_host
+from jaxppo.keys import as_key, run_keys, to_host
 
 TINY = dict(total_timesteps=4 * 8 * 2, num_envs=4, num_steps=8, num_minibatches=2,
             update_epochs=1, hidden_sizes=(8,))
@@ -126,6 +126,7 @@ def test_vec_env_reset_and_step_take_either_form():
 @pytest.mark.parametrize("bad, words", [
     (0, ["got int 0"]),
     (np.zeros(2, np.float32), ["float32[2]"]),
+    (np.zeros(4, np.uint32), ["uint32[4]"]),
     (jax.random.split(jax.random.key(0), 3), ["key<fry>[3]", "jax.vmap"]),
     (jax.random.split(jax.random.PRNGKey(0), 3), ["uint32[3, 2]", "jax.vmap"]),
 ])
@@ -137,6 +138,7 @@ def test_a_key_that_is_neither_form_is_one_line_naming_both(bad, words):
     assert "\n" not in msg and msg.startswith("train(key): expected one key"), msg
     assert "jax.random.key(seed)" in msg and "jax.random.PRNGKey(seed)" in msg, msg
     assert all(w in msg for w in words), (words, msg)
+    assert ("jax.vmap" in msg) == ("jax.vmap" in words), msg  # the hint only for a batch of keys
 
 
 def test_as_key_keeps_a_typed_key_and_wraps_legacy_words_of_the_same_seed():
@@ -146,3 +148,17 @@ def test_as_key_keeps_a_typed_key_and_wraps_legacy_words_of_the_same_seed():
     np.testing.assert_array_equal(jax.random.key_data(wrapped), jax.random.key_data(typed))
     batch = as_key(jax.random.split(jax.random.PRNGKey(7), 4), batch=(4,))
     assert batch.shape == (4,) and jax.dtypes.issubdtype(batch.dtype, jax.dtypes.prng_key)
+
+
+def test_a_sharded_run_takes_split_keys_of_either_form_and_refuses_one_key():
+    """`make_sharded_train(config, mesh)(keys)` wants one key per run (its placement's
+    `run_keys`); a single key of either form is one line asking for the split."""
+    for keys in (jax.random.split(jax.random.PRNGKey(3), 4), jax.random.split(jax.random.key(3), 4)):
+        got = run_keys(keys, "make_sharded_train(config, mesh)(keys)")
+        assert got.shape == (4,)
+        np.testing.assert_array_equal(jax.random.key_data(got),
+                                      jax.random.key_data(jax.random.split(jax.random.key(3), 4)))
+    for one in (jax.random.PRNGKey(3), jax.random.key(3), 3):
+        with pytest.raises(TypeError, match=r"^make_sharded_train\(config, mesh\)\(keys\): expected "
+                                            r"one key per run, jax.random.split\(key, R\)"):
+            run_keys(one, "make_sharded_train(config, mesh)(keys)")

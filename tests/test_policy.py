@@ -13,6 +13,7 @@ import pytest
 from conftest import compile_exactly
 
 from jaxppo import CheckpointError, PPOConfig, make_train
+from jaxppo.compat import JAXLIB
 from jaxppo.core.networks import make_network
 from jaxppo.core.normalize import RunningMeanStd, rms_normalize
 from jaxppo.errors import UsageError
@@ -123,8 +124,8 @@ def test_a_python_rollout_of_the_policy_matches_evaluate(cartpole):
     CartPole dynamics are deterministic, so acting in a plain loop gives the same episode. The
     batched program's float32 physics may round in other bits than one env stepped alone, and
     a balancing pole amplifies that: a long episode may end a few steps apart (exact up to 100
-    steps, within 5% beyond: JAX 0.12's XLA ended a 318-step episode at 308); another reset key
-    would start another episode altogether."""
+    steps, within 3% beyond; 5% on JAX 0.11+, whose XLA ended a 318-step episode at 308);
+    another reset key would start another episode altogether."""
     run, *_ = cartpole
     episodes = 2
     result = evaluate(run, episodes, seed=5)
@@ -145,7 +146,7 @@ def test_a_python_rollout_of_the_policy_matches_evaluate(cartpole):
             if min(total, want) <= 100:
                 assert total == want, (r, e)
             else:
-                assert abs(total - want) <= 0.05 * want, (r, e, total, want)
+                assert abs(total - want) <= (0.05 if JAXLIB >= (0, 11) else 0.03) * want, (r, e, total, want)
 
 
 def test_evaluate_writes_json(cartpole, tmp_path):

@@ -154,6 +154,7 @@ def _local() -> dict[str, Callable[..., Any]]:
     """Registered ids and the probe envs. gymnax and the probes are imported here, not at module
     level: importing a gymnax env module creates arrays, which starts JAX's backend, and that
     must wait for `jax.distributed.initialize` in a multi-process run."""
+    GYMNAX.import_gymnax()  # first: the probes import gymnax, whose render-only imports wait
     from jaxppo.envs.probes import PROBES
 
     _check_builtin_clashes(set(_USER_ENVS))

@@ -39,6 +39,7 @@ from jax.sharding import PartitionSpec as P
 from jaxppo.config import Hparams, PPOConfig
 from jaxppo.core.train import RunnerState, Trainer, TrainOutput, make_train
 from jaxppo.errors import ConfigError
+from jaxppo.keys import run_keys
 from jaxppo.run.distributed import AXIS, make_mesh, put_global
 from jaxppo.run.memory import check_memory
 
@@ -170,6 +171,7 @@ class _MeshPlacement:
 
     def place_inputs(self, keys: jax.Array, hparams: Hparams | None) -> RunInputs:
         """Put host inputs on the mesh (every process passes the same values)."""
+        keys = run_keys(keys, "make_sharded_train(config, mesh)(keys)")
         self.check_runs(keys.shape[0])
         params = self.initial_params(keys)
         keys = put_global(keys, self.inputs)

@@ -39,46 +39,46 @@ machine) at its top, for its `render`. Upstream: gymnax/environments/misc/pong.p
 
 
 class _Deferred(types.ModuleType):
-    """A stand-in in `sys.modules` that imports the real module at its first attribute use and
-    forwards to it. Not `importlib.util.LazyLoader`: the import statement itself reads a lazy
-    module's `__spec__`, which loads it (Python 3.11-3.13); the stand-in has a spec of its own."""
+    """What gymnax's own modules hold for a `RENDER_ONLY` module: it imports the real module at
+    its first attribute use and forwards to it. Not `importlib.util.LazyLoader`: the import
+    statement itself reads a lazy module's `__spec__`, which loads it (Python 3.11-3.13)."""
 
     def __getattr__(self, attr: str):  # only for attributes the stand-in lacks
         real = self.__dict__.get("_real")
         if real is None:
-            if sys.modules.get(self.__name__) is self:
-                del sys.modules[self.__name__]
             real = importlib.import_module(self.__name__)
             self.__dict__["_real"] = real
         return getattr(real, attr)
 
 
-def defer_render_only_imports() -> None:
-    """Put a `_Deferred` stand-in for each `RENDER_ONLY` module in `sys.modules`: `import seaborn`
-    then costs nothing, and the module runs at its first attribute use, by whoever uses it (a
-    user's own `sns.lineplot` works as before). Modules already imported, or not installed,
-    are left alone."""
+def import_gymnax() -> types.ModuleType:
+    """`gymnax`, imported with its `RENDER_ONLY` modules deferred: stand-ins sit in
+    `sys.modules` only while gymnax imports, so gymnax's modules keep them and everyone else
+    (a user's `import seaborn`, `from seaborn import *`) gets the real module. A gymnax already
+    imported, or a module already imported or not installed, is left alone."""
+    if "gymnax" in sys.modules:
+        return sys.modules["gymnax"]
+    stand_ins = {}
     for name in RENDER_ONLY:
-        if name in sys.modules:
-            continue
-        spec = importlib.util.find_spec(name)
-        if spec is None:
-            continue
-        stand_in = _Deferred(name)
-        stand_in.__spec__ = spec
-        sys.modules[name] = stand_in
+        spec = None if name in sys.modules else importlib.util.find_spec(name)
+        if spec is not None:
+            stand_ins[name] = sys.modules[name] = _Deferred(name)
+            stand_ins[name].__spec__ = spec
+    try:
+        return importlib.import_module("gymnax")
+    finally:
+        for name, stand_in in stand_ins.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
 
 
 def env_ids() -> list[str]:
-    import gymnax
-
-    return sorted(gymnax.registered_envs)
+    return sorted(import_gymnax().registered_envs)
 
 
 def make(env_id: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """`gymnax.make(env_id, **kwargs)`: `(env, default params)` (the name is the whole id)."""
-    import gymnax
-
+    gymnax = import_gymnax()
     try:
         return gymnax.make(env_id, **kwargs)
     except TypeError as e:

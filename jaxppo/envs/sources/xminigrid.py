@@ -60,7 +60,11 @@ def unsupported_reason(env_id: str) -> str | None:
 def suggest_id(env_id: str) -> str | None:
     """`xminigrid/<name>` for a bare XLand-MiniGrid id or a Gymnasium MiniGrid one
     (`MiniGrid-Empty-Random-6x6-v0` -> `xminigrid/MiniGrid-EmptyRandom-6x6`), compared without
-    case, dashes or the version suffix."""
+    case, dashes or the version suffix. Other ids are not looked up (importing XLand-MiniGrid
+    for every typo of a gymnax id costs time)."""
+    if not env_id.lower().startswith(("minigrid-", "xland-")):
+        return None
+
     def squash(name: str) -> str:
         return re.sub(r"-v\d+$", "", name.strip()).replace("-", "").lower()
 
