@@ -212,10 +212,29 @@ def thread_origin(thread: threading.Thread) -> str:
     return f"'{thread.name}'" + (f" ({where})" if where else "")
 
 
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe
+            pass
+
+
+def _exit_now(signum, frame) -> None:
+    """A stop signal once the work is done: the process ends at once (no traceback from
+    inside Python's shutdown)."""
+    _flush()
+    os._exit(128 + signum)
+
+
 def exit_process(code: int, command: str = "jaxppo") -> NoReturn:
     """End the command with `code`. Python's shutdown would crash under an abandoned compile
     and wait forever for a thread a user's module left running (not a daemon): then the
-    process ends at once, its output flushed, after a note naming each such thread."""
+    process ends at once, its output flushed, after a note naming each such thread. A stop
+    signal from here on ends it at once with 128 + N."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in SIGNALS:
+            signal.signal(sig, _exit_now)
     if not work_abandoned():
         deadline = time.monotonic() + THREAD_GRACE_S
         for t in leftover_threads():
@@ -226,10 +245,6 @@ def exit_process(code: int, command: str = "jaxppo") -> NoReturn:
               "command's work; exiting without waiting for it (start it as a daemon thread, "
               "or stop it, for a clean exit)", file=sys.stderr)
     if threads or work_abandoned():
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe
-                pass
+        _flush()
         os._exit(code)
     sys.exit(code)
