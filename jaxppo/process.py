@@ -17,6 +17,7 @@ shutdown. No JAX here: this module is imported first.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -230,8 +231,10 @@ def _exit_now(signum, frame) -> None:
 def exit_process(code: int, command: str = "jaxppo") -> NoReturn:
     """End the command with `code`. Python's shutdown would crash under an abandoned compile
     and wait forever for a thread a user's module left running (not a daemon): then the
-    process ends at once, its output flushed, after a note naming each such thread. A stop
-    signal from here on ends it at once with 128 + N."""
+    process ends at once, its output flushed, after a note naming each such thread. Else the
+    exit handlers run (`atexit`: logging's, JAX's) and the process ends without Python's
+    teardown of its modules, in which signal handling is already off (a Ctrl-C there killed
+    the process, -2): a stop signal from here on ends it at once with 128 + N."""
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
             signal.signal(sig, _exit_now)
@@ -244,7 +247,7 @@ def exit_process(code: int, command: str = "jaxppo") -> NoReturn:
         print(f"{command}: note: thread {thread_origin(t)} was still running after the "
               "command's work; exiting without waiting for it (start it as a daemon thread, "
               "or stop it, for a clean exit)", file=sys.stderr)
-    if threads or work_abandoned():
-        _flush()
-        os._exit(code)
-    sys.exit(code)
+    if not threads and not work_abandoned():
+        atexit._run_exitfuncs()
+    _flush()
+    os._exit(code)

@@ -133,9 +133,12 @@ def entry() -> None:
     own and Python's shutdown would crash under it (a core dump instead of 128 + N); a thread
     an `--import` module left running would keep it waiting for ever: the process then ends
     at once, its output flushed (`exit_process`)."""
-    argv = sys.argv[1:]
-    code = main()
-    exit_process(code, f"jaxppo {_verb(argv)}".rstrip())
+    command = f"jaxppo {_verb(sys.argv[1:])}".rstrip()
+    try:
+        code = main()
+    except KeyboardInterrupt as e:  # in the instant after main's own handlers: said nothing
+        code = 128 + getattr(e, "signum", signal.SIGINT)
+    exit_process(code, command)
 
 
 def _verb(argv: list[str]) -> str:
