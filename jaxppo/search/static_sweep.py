@@ -162,9 +162,12 @@ class StaticSweep:
                                       "setting trains again)") from None
 
     def check_plan(self, plan: dict, plan_path: str) -> None:
-        """The plan as the sweep started it, as config.yaml is for a run: its checksum (a plan
-        from before it had one: none), and every started group's config.yaml against the
-        config the plan now gives that group; an edit is refused, naming what differs."""
+        """The plan as the sweep started it, as config.yaml is for a run: its checksum, and
+        every started group's config.yaml against the config the plan now gives that group;
+        an edit is refused, naming what differs. A plan whose checksum holds is as it was: a
+        difference is then the group's config.yaml's, which that group's own check names."""
+        if plan.get("sha256") is not None and not _checksum_fails(plan):
+            return
         edited = []
         for g in self.groups:
             path = os.path.join(self.run_dir, g.name, "config.yaml")
