@@ -228,13 +228,14 @@ def _exit_now(signum, frame) -> None:
     os._exit(128 + signum)
 
 
-def exit_process(code: int, command: str = "jaxppo") -> NoReturn:
+def exit_process(code: int | None, command: str = "jaxppo") -> NoReturn:
     """End the command with `code`. Python's shutdown would crash under an abandoned compile
     and wait forever for a thread a user's module left running (not a daemon): then the
     process ends at once, its output flushed, after a note naming each such thread. Else the
     exit handlers run (`atexit`: logging's, JAX's) and the process ends without Python's
     teardown of its modules, in which signal handling is already off (a Ctrl-C there killed
     the process, -2): a stop signal from here on ends it at once with 128 + N."""
+    code = 0 if code is None else int(code)  # as sys.exit reads it
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
             signal.signal(sig, _exit_now)
