@@ -1,20 +1,30 @@
-"""The process jaxppo runs in: when it started (the CLI's wall time counts from there), and a
-stop signal to the `jaxppo` command held while jaxppo imports.
+"""The process jaxppo runs in: when it started (the CLI's wall time counts from there), the
+stop signals it holds, and how it ends.
 
 Importing jaxppo takes seconds (JAX, the env suites). A Ctrl-C then would raise a
 KeyboardInterrupt inside some library's import and print its traceback; for the command
 (`jaxppo ...` or `python -m jaxppo.cli`), `hold_signals` records it instead and the CLI's
 `main` says one line (`interrupted; nothing was run`) and exits with 128 + the signal. A
-library user's import is left alone. No JAX here: this module is imported first.
+library user's import is left alone.
+
+While XLA compiles, a KeyboardInterrupt raised in JAX leaves the compile running in a thread
+of its own, and Python's shutdown then crashes under it (a segmentation fault, not 128 + N).
+So whatever compiles holds the signals (`StopFlag`: a run, an evaluation) and stops where it
+is safe (`StopFlag.check`); a second signal stops at once (`StopNow`), and work cut short in
+XLA is recorded (`native_work`), so that `exit_process` ends the process without Python's
+shutdown. No JAX here: this module is imported first.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
+from typing import NoReturn
 
 IMPORTED = time.perf_counter()
 """`time.perf_counter()` when jaxppo's import began."""
@@ -92,6 +102,74 @@ def release_signals() -> int | None:
     return first
 
 
+class StopNow(KeyboardInterrupt):
+    """Stop at once, not at a chunk boundary: a second stop signal, or one that came before
+    the work could stop cleanly (`when`: "while compiling", ...; None: a second signal)."""
+
+    def __init__(self, signum: int, when: str | None = None):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.when = signum, when
+
+
+class StopFlag:
+    """Set by SIGINT, SIGTERM or SIGHUP (a closed terminal) instead of raising, so that
+    nothing is interrupted inside XLA; the holder checks it where a stop is clean (`check`,
+    or a run's chunk boundaries). A second signal stops at once (`StopNow`). A flag entered
+    while another is held is that one (`with StopFlag() as stop` gives the outer flag): an
+    evaluation inside the `jaxppo eval` command shares the command's."""
+
+    SIGNALS = SIGNALS
+    _held: StopFlag | None = None  # the flag whose handlers are installed
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old = {}
+        self._outer: StopFlag | None = None
+
+    def __enter__(self) -> StopFlag:
+        main = threading.current_thread() is threading.main_thread()
+        if main and StopFlag._held is not None:
+            self._outer = StopFlag._held
+            return self._outer
+        for sig in self.SIGNALS:
+            try:
+                old = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                continue
+            self._old[sig] = old
+        if self._old:
+            StopFlag._held = self
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            raise StopNow(signum)
+        self.signum = signum
+
+    def check(self, when: str) -> None:
+        """Stop (`StopNow(signum, when)`) if a signal came."""
+        if self.signum is not None:
+            raise StopNow(self.signum, when)
+
+    def __exit__(self, *exc):
+        if self._outer is not None:
+            self._outer = None
+            return False
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+        if StopFlag._held is self:
+            StopFlag._held = None
+        return False
+
+
+def stop_point(when: str) -> None:
+    """Where held work can stop cleanly: `StopNow(signum, when)` if a signal came while a
+    `StopFlag` holds them (nothing without one)."""
+    if StopFlag._held is not None:
+        StopFlag._held.check(when)
+
+
 _abandoned: list[str] = []
 
 
@@ -103,3 +181,74 @@ def abandoned(what: str) -> None:
 
 def work_abandoned() -> bool:
     return bool(_abandoned)
+
+
+@contextlib.contextmanager
+def native_work(what: str = "XLA's compile"):
+    """Around JAX work that may compile: a KeyboardInterrupt (a second signal's `StopNow`)
+    raised out of it may have left XLA compiling in a thread of its own: recorded, so that
+    `exit_process` ends the process without Python's shutdown."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        abandoned(what)
+        raise
+
+
+THREAD_GRACE_S = 1.0
+"""How long the command waits for threads still running after its work (a last write)."""
+
+
+def leftover_threads() -> list[threading.Thread]:
+    """Threads that would keep Python's shutdown waiting: alive and not daemons."""
+    return [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+
+
+def thread_origin(thread: threading.Thread) -> str:
+    """`'NAME' (module.function)`: the thread and the code it runs, for a note."""
+    fn = getattr(thread, "_target", None) or type(thread).run
+    where = ".".join(x for x in (getattr(fn, "__module__", None),
+                                 getattr(fn, "__qualname__", None)) if x)
+    return f"'{thread.name}'" + (f" ({where})" if where else "")
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe
+            pass
+
+
+def _exit_now(signum, frame) -> None:
+    """A stop signal once the work is done: the process ends at once (no traceback from
+    inside Python's shutdown)."""
+    _flush()
+    os._exit(128 + signum)
+
+
+def exit_process(code: int | None, command: str = "jaxppo") -> NoReturn:
+    """End the command with `code`. Python's shutdown would crash under an abandoned compile
+    and wait forever for a thread a user's module left running (not a daemon): then the
+    process ends at once, its output flushed, after a note naming each such thread. Else the
+    exit handlers run (`atexit`: logging's, JAX's) and the process ends without Python's
+    teardown of its modules, in which signal handling is already off (a Ctrl-C there killed
+    the process, -2): a stop signal from here on ends it at once with 128 + N."""
+    code = 0 if code is None else int(code)  # as sys.exit reads it
+    if threading.current_thread() is threading.main_thread():
+        for sig in SIGNALS:
+            signal.signal(sig, _exit_now)
+    if not work_abandoned():
+        deadline = time.monotonic() + THREAD_GRACE_S
+        for t in leftover_threads():
+            t.join(max(0.0, deadline - time.monotonic()))
+    threads = leftover_threads()
+    for t in threads:
+        print(f"{command}: note: thread {thread_origin(t)} was still running after the "
+              "command's work; exiting without waiting for it (start it as a daemon thread, "
+              "or stop it, for a clean exit)", file=sys.stderr)
+    if not threads and not work_abandoned():
+        atexit._run_exitfuncs()
+    _flush()
+    os._exit(code)

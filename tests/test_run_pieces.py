@@ -144,11 +144,27 @@ def test_what_makes_a_summary_unusable(tmp_path):
     assert summary_problem(str(path)) == "it is not a JSON object"
     path.write_text(json.dumps({"env_id": "x"}), encoding="utf-8")
     assert summary_problem(str(path)).startswith("it lacks num_runs")
-    whole = {k: 1 for k in REQUIRED}
+    whole = {"env_id": "x", "num_runs": 2, "status": "finished", "final_return": [1.5, None],
+             "env_steps": 64, "diverged_runs": [1], "wall_s": 2.0, "compile_s": None}
+    assert set(REQUIRED) <= set(whole)
     path.write_text(json.dumps({**whole, "finished": False}), encoding="utf-8")
     assert summary_problem(str(path)) == "it says the run did not finish"
     path.write_text(json.dumps(whole), encoding="utf-8")
     assert summary_problem(str(path)) == ""
+    assert summary_problem(str(path), num_runs=2, env_steps=64) == ""
+    # what its readers take from it (a static sweep's table: issue #53), of the wrong kind
+    for change, words in (({"status": "stopped"}, "did not finish"),
+                          ({"status": "diverged", "finished": False}, ""),
+                          ({"num_runs": "2"}, "num_runs"), ({"final_return": [1.5]}, "final_return"),
+                          ({"final_return": ["x", None]}, "final_return"),
+                          ({"env_steps": 63.5}, "env_steps"), ({"diverged_runs": [2]}, "diverged_runs"),
+                          ({"wall_s": "2 s"}, "wall_s")):
+        path.write_text(json.dumps({**whole, **change}), encoding="utf-8")
+        assert (words in summary_problem(str(path))) and bool(words) == bool(
+            summary_problem(str(path))), change
+    path.write_text(json.dumps(whole), encoding="utf-8")
+    assert "num_runs" in summary_problem(str(path), num_runs=3)
+    assert "env_steps" in summary_problem(str(path), env_steps=128)
 
 
 def test_a_segment_rows_go_in_and_out_of_the_full_state():

@@ -37,8 +37,7 @@ import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
 from jaxppo._xla import setup_compilation_cache, take_damaged_cache_entries
 from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
-from jaxppo.process import SIGNALS, command_started, release_signals, work_abandoned
-from jaxppo.run.driver import StopNow
+from jaxppo.process import SIGNALS, StopNow, command_started, exit_process, release_signals
 from jaxppo.run.files import PipeSafe
 
 VERBS = (train, sweep, compare, evaluate, export, report, config)
@@ -133,14 +132,21 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """The `jaxppo` command (console script and `python -m jaxppo.cli`): `main`, and its exit
     status. After a compile abandoned by a second signal, XLA compiles on in a thread of its
-    own and Python's shutdown would crash under it (a core dump instead of 128 + N): the
-    process then ends at once, its output flushed."""
-    code = main()
-    if work_abandoned():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    own and Python's shutdown would crash under it (a core dump instead of 128 + N); a thread
+    an `--import` module left running would keep it waiting for ever: the process then ends
+    at once, its output flushed (`exit_process`)."""
+    command = f"jaxppo {_verb(sys.argv[1:])}".rstrip()
+    try:
+        code = main()
+    except KeyboardInterrupt as e:  # in the instant after main's own handlers: said nothing
+        code = 128 + getattr(e, "signum", signal.SIGINT)
+    exit_process(code, command)
+
+
+def _verb(argv: list[str]) -> str:
+    """The verb of a command line (for a note after `main`), "" if it has none."""
+    verbs = {v.__name__.rsplit(".", 1)[-1] for v in VERBS}
+    return next((a for a in argv if a in verbs), "")
 
 
 __all__ = ["main", "entry", "build_parser"]

@@ -1,9 +1,13 @@
 """`jaxppo eval RUN_DIR`: play a run's checkpoint (every agent in one program, or
-`--agent M`), write eval.json, and render an episode to a GIF or Brax's HTML viewer."""
+`--agent M`), write eval.json, and render an episode to a GIF or Brax's HTML viewer.
+
+The stop signals are held for the whole command, as a run holds them: a Ctrl-C while XLA
+compiles stops once the compile is done (one line, 128 + N), never inside XLA."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import jax
@@ -13,6 +17,7 @@ from jaxppo.cli.common import add_import_arg, add_no_cache, import_modules, posi
 from jaxppo.errors import UsageError
 from jaxppo.policy import evaluate, load_policy
 from jaxppo.policy.render import NoRenderer, render_gif, render_html
+from jaxppo.process import StopFlag, native_work
 from jaxppo.run.files import check_writable
 from jaxppo.run.rundir import run_dir_of
 from jaxppo.search.static_sweep import is_static_sweep
@@ -55,7 +60,27 @@ def eval_return_text(returns, completed, per_seed: bool = False) -> str:
 
 
 def cmd_eval(args) -> int:
-    import_modules(args)  # a run from before env_imports: the module that registers its env
+    done: dict = {}  # how far it got, for the line a stop signal ends it with
+    try:
+        with StopFlag() as stop, native_work():
+            import_modules(args)  # a run from before env_imports: the module of its env
+            stop.check("while starting")
+            return _eval(args, done)
+    except KeyboardInterrupt as e:  # held while XLA compiled, then raised; or a second one
+        signum = getattr(e, "signum", signal.SIGINT)
+        name, when = signal.Signals(signum).name, getattr(e, "when", None)
+        problem = f"stopped by {name} {when}" if when else f"stopped at once by {name}"
+        if "returns" in done:
+            rendering = done.get("rendering")
+            kept = f"the returns above are evaluated{done['json']}" + (
+                f"; {rendering} was not written" if rendering else "")
+        else:
+            kept = "nothing was evaluated (no eval.json written)"
+        print(f"jaxppo eval: error: {problem}; {kept}", file=sys.stderr)
+        return 128 + signum
+
+
+def _eval(args, done: dict) -> int:
     if is_static_sweep(args.run_dir):
         first = sorted(d for d in os.listdir(args.run_dir)
                        if os.path.isdir(os.path.join(args.run_dir, d, "checkpoint")))
@@ -76,8 +101,9 @@ def cmd_eval(args) -> int:
             out = None
     res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
                    out=out, include_diverged=args.include_diverged)
+    done["returns"], done["json"] = True, f" and written to {out}" if out else ""
     mode = "deterministic" if args.deterministic else "stochastic"
-    done = res.completed  # an episode cut off at the step cap has no return, only a sum
+    completed = res.completed  # an episode cut off at the step cap has no return, only a sum
     bad = res.diverged or {}
     scored = res.scored  # [R]: the agents with returns (not a diverged one, unless asked)
     per_run = res.updates_per_run or [res.update] * res.returns.shape[0]
@@ -107,7 +133,7 @@ def cmd_eval(args) -> int:
                            cut_off=None if res.cut_off is None else res.cut_off[one],
                            updates_per_run=per_run[one])
         update = per_run[agent]
-        done, scored = res.completed, scored[one]
+        completed, scored = res.completed, scored[one]
         print(f"agent {agent}:", end=" ")
     elif res.returns.shape[0] > 1:
         for r, ret in enumerate(res.returns):
@@ -116,24 +142,26 @@ def cmd_eval(args) -> int:
                 print(f"seed {r}: {bad[r]}: no return{went}")
                 continue
             played = f" ({bad[r]}; played as asked)" if r in bad else ""
-            print(f"seed {r}: {eval_return_text(ret, done[r], per_seed=True)}{went}{played}")
+            print(f"seed {r}: {eval_return_text(ret, completed[r], per_seed=True)}{went}"
+                  f"{played}")
     print(f"{res.env_id} ({mode}, update {update}): return "
-          f"{eval_return_text(res.returns[scored], done[scored])}")
+          f"{eval_return_text(res.returns[scored], completed[scored])}")
     skipped = sorted(r for r in bad if not res.scored[r]) if args.agent is None else []
     if skipped:
         print(f"note: {len(skipped)} of {len(per_run)} agents diverged (agents "
               f"{' '.join(map(str, skipped[:8]))}{' ...' if len(skipped) > 8 else ''}): not "
               "played, no return, left out of the mean (--include-diverged plays them)",
               file=sys.stderr)
-    done = done[scored]
-    if not done.all():
-        print(f"note: {int((~done).sum())} of {done.size} episodes were still running at the "
-              f"evaluation's cap of {res.max_steps} steps (the env states no shorter time "
+    completed = completed[scored]
+    if not completed.all():
+        print(f"note: {int((~completed).sum())} of {completed.size} episodes were still "
+              f"running at the evaluation's cap of {res.max_steps} steps (the env states no shorter time "
               "limit; set max_episode_steps to give it one): cut off, left out of the mean, "
               "marked in eval.json (cut_off)", file=sys.stderr)
     for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
         if not path:
             continue
+        done["rendering"] = path
         policy = load_policy(args.run_dir, agent, include_diverged=args.include_diverged)
         try:
             length = render(policy.config, policy.train_state, jax.random.key(args.seed), path,

@@ -23,6 +23,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +49,7 @@ from jaxppo.compare.table import add_ratios, aggregate, label, write_outputs
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError
 from jaxppo.machine import describe
+from jaxppo.process import exit_process
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.stats import SolveTracker, solve_threshold
 
@@ -298,9 +300,9 @@ def measure_subproc(config: PPOConfig, seed: int = 0) -> dict:
 
 
 def child_main(argv: list[str]) -> None:
-    """A run's process (`fit.CHILD`; `python -m jaxppo.compare.compare` runs it too): argv
-    `SYSTEM CONFIG_JSON SEEDS SEED [SB3_THREADS]`; one JSON line on stdout (SYSTEM `measure`:
-    `measure_subproc`'s)."""
+    """A run's process' work (`child_entry` runs it: `fit.CHILD`, `python -m
+    jaxppo.compare.compare`): argv `SYSTEM CONFIG_JSON SEEDS SEED [SB3_THREADS]`; one JSON
+    line on stdout (SYSTEM `measure`: `measure_subproc`'s)."""
     setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
     system, config_json, seeds, seed, *threads = argv
     if system.startswith("sb3") or system == "measure":
@@ -312,6 +314,21 @@ def child_main(argv: list[str]) -> None:
         print(json.dumps(measure_subproc(config, int(seed))), flush=True)
         return
     print(json.dumps(run_system(system, config, int(seeds), int(seed))), flush=True)
+
+
+def child_entry(argv: list[str]) -> None:
+    """A run's process (`fit.CHILD`): `child_main`, ended as the `jaxppo` command ends
+    (`exit_process`). A stop signal the run held while XLA compiled is one line and 128 + N
+    (not a traceback); a compile abandoned by a second one ends without Python's shutdown."""
+    try:
+        child_main(argv)
+        code = 0
+    except KeyboardInterrupt as e:  # the run's StopNow (the parent has the same signal)
+        signum = getattr(e, "signum", signal.SIGINT)
+        when = getattr(e, "when", None) or "at once"
+        print(f"stopped by {signal.Signals(signum).name} {when}", file=sys.stderr)
+        code = 128 + signum
+    exit_process(code, "jaxppo compare's run")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,4 +423,4 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
 
 
 if __name__ == "__main__":
-    child_main(sys.argv[1:])
+    child_entry(sys.argv[1:])

@@ -29,6 +29,7 @@ from jaxppo.core.normalize import rms_normalize
 from jaxppo.core.train import TrainState
 from jaxppo.envs import EnvState, HostVecEnv, VecEnv
 from jaxppo.keys import as_key
+from jaxppo.process import StopFlag, native_work
 
 
 class EpisodeCarry(NamedTuple):
@@ -161,9 +162,10 @@ def _evaluator(config: PPOConfig, num_episodes: int, deterministic: bool, batche
     run = functools.partial(_returns, env=env, network=make_network(config, env),
                             deterministic=deterministic, normalize=config.normalize_obs)
     if not isinstance(env, HostVecEnv):
-        return jax.jit(jax.vmap(run, in_axes=(0, None)) if batched else run)
+        return compiled_first(jax.jit(jax.vmap(run, in_axes=(0, None)) if batched else run))
     # every run its own envs in the host pool: the key is mapped too (the same for each run)
-    program = jax.jit(functools.partial(_each_run, jax.vmap(run)) if batched else run)
+    program = compiled_first(jax.jit(functools.partial(_each_run, jax.vmap(run)) if batched
+                                     else run))
 
     def checked(*args):  # a fault of the host env during the episodes: one line
         out = jax.device_get(program(*args))
@@ -171,6 +173,23 @@ def _evaluator(config: PPOConfig, num_episodes: int, deterministic: bool, batche
         return out
 
     return checked
+
+
+def compiled_first(program):
+    """`program` (a jitted function), compiled before it runs, with the stop signals held (the
+    jit keeps what `lower().compile()` built: the call compiles nothing more). A Ctrl-C while
+    XLA compiles then stops once the compile is done, before any episode is played
+    (`StopNow(signum, "while compiling")`), not inside XLA; a second one at once."""
+
+    @functools.wraps(program)
+    def call(*args):
+        with StopFlag() as stop, native_work():
+            stop.check("while starting")  # one that came while the checkpoint loaded
+            program.lower(*args).compile()
+            stop.check("while compiling")
+            return program(*args)
+
+    return call
 
 
 def _each_run(run, train_states: TrainState, key: jax.Array):
@@ -219,7 +238,7 @@ def _episode_player(config: PPOConfig, deterministic: bool, env_obj=None, env_pa
                                                normalize=config.normalize_obs, record=True)
         return first.inner, inner, returns, final.length
 
-    return env, jax.jit(run)
+    return env, compiled_first(jax.jit(run))
 
 
 def play_episode(config: PPOConfig, train_state: TrainState, key: jax.Array,

@@ -19,6 +19,7 @@ from jaxppo.policy.episodes import (
     max_episode_steps,
 )
 from jaxppo.policy.policy import is_int, updates_per_run
+from jaxppo.process import StopFlag, native_work
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.files import check_writable
 from jaxppo.run.memory import check_eval_memory
@@ -159,7 +160,22 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
       CheckpointError: no checkpoint, or a corrupt or mismatched one.
       UsageError: `episodes` below 1, a bad `seed`, an `out` that cannot be written, or more
         parallel episodes (`runs x episodes`) than the device's free memory holds.
+      StopNow: a stop signal (Ctrl-C, SIGTERM, SIGHUP) came: held while XLA compiles (a
+        KeyboardInterrupt inside it crashes the process's exit), then raised before the
+        episodes are played or `out` is written; a second signal at once.
     """
+    with StopFlag() as stop, native_work():
+        result = _evaluate(run_dir, episodes, seed, deterministic, out, env, env_params,
+                           include_diverged)
+        stop.check("while playing the episodes")
+    if out is not None:
+        with open(out, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+    return result
+
+
+def _evaluate(run_dir, episodes: int, seed: int, deterministic: bool, out, env, env_params,
+              include_diverged: bool) -> EvalResult:
     if episodes < 1:
         raise UsageError(f"episodes must be at least 1, got {episodes}")
     if not is_int(seed) or not 0 <= int(seed) < 2**32:
@@ -181,10 +197,6 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
     returns = np.where(skip[:, None], np.nan, returns)
     lengths = np.where(skip[:, None], 0, lengths)
     finished = np.where(skip[:, None], True, finished)
-    result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
-                        ~finished, max_episode_steps(venv), updates_per_run(ckpt), bad,
-                        include_diverged)
-    if out is not None:
-        with open(out, "w") as f:
-            json.dump(result.to_dict(), f, indent=1)
-    return result
+    return EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
+                      ~finished, max_episode_steps(venv), updates_per_run(ckpt), bad,
+                      include_diverged)

@@ -27,6 +27,7 @@ from jaxppo.envs import HostVecEnv
 from jaxppo.envs.registry import host_source_of, source_of
 from jaxppo.errors import UsageError
 from jaxppo.policy.episodes import max_episode_steps, play_episode, policy_action
+from jaxppo.process import stop_point
 from jaxppo.run.files import check_writable, write_failed
 
 _CLASSIC_CONTROL = ("Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0",
@@ -103,6 +104,7 @@ def _hook_frames(venv: Any, states: list, rewards: list[float], env_id: str) -> 
     captioned with the step and return."""
     frames = []
     for t, state in enumerate(states):
+        stop_point("while rendering")  # a held stop signal (`jaxppo eval`): per frame
         try:
             frame = np.asarray(venv.env.render(state, venv.params))
         except NotImplementedError as e:
@@ -145,6 +147,7 @@ def _host_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: 
         source = env.source
         obs = source.reset(np.array([int(jax.random.bits(key, dtype=jnp.uint32))]))
         for t in range(max_episode_steps(env)):
+            stop_point("while rendering")
             frames.append(_caption(_host_frame(source, obs[0], config.env_id), t, total,
                                    config.env_id, "the source's render"))
             action = act(train_state, jnp.asarray(obs, env.obs_dtype), jax.random.fold_in(key, t))
@@ -205,6 +208,7 @@ def _classic_control_frames(env_id: str, params: Any, states: list, rewards: lis
         inner = gym_env.unwrapped
         set_gym_params(inner, env_id, params)
         for t, state in enumerate(states):
+            stop_point("while rendering")
             inner.state = get_gym_state(state, env_id)
             if env_id == "Pendulum-v1":
                 inner.last_u = np.asarray(state.last_u, np.float64)
@@ -223,6 +227,7 @@ def write_gif(vis, num_frames: int, path: str) -> None:
     vis.init()
     frames = []
     for i in range(num_frames):
+        stop_point("while rendering")
         vis.update(i)
         vis.fig.canvas.draw()
         frames.append(Image.fromarray(np.asarray(vis.fig.canvas.buffer_rgba())[..., :3]))

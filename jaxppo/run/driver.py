@@ -14,7 +14,6 @@ A "run" is one agent: a seed, or a (setting, seed) pair of a sweep. Axis legend:
 from __future__ import annotations
 
 import math
-import signal
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -26,7 +25,8 @@ from jaxppo._xla import compiler_options
 from jaxppo.config import divisors
 from jaxppo.core.train import RunnerState
 from jaxppo.keys import keys_as_data
-from jaxppo.process import abandoned
+from jaxppo.process import StopNow as StopNow  # re-exported: a run's stop at once
+from jaxppo.process import native_work
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import gather
 from jaxppo.run.placement import RunInputs
@@ -48,52 +48,11 @@ def pick_chunk(num_updates: int, target_chunks: int = TARGET_CHUNKS) -> int:
     return max(1, round(want))
 
 
-class StopNow(KeyboardInterrupt):
-    """Stop at once, not at a chunk boundary: a second stop signal, or one that came before
-    training started (`when`: "while compiling", ...; None: a second signal)."""
-
-    def __init__(self, signum: int, when: str | None = None):
-        super().__init__(signal.Signals(signum).name)
-        self.signum, self.when = signum, when
-
-
 def chunk_lengths(num_updates: int, chunk_updates: int, start_update: int = 0) -> list[int]:
     """The chunks from `start_update` to the end: full ones, then a shorter remainder."""
     rest = num_updates - start_update
     return [chunk_updates] * (rest // chunk_updates) + (
         [rest % chunk_updates] if rest % chunk_updates else [])
-
-
-class StopFlag:
-    """Set by SIGINT, SIGTERM or SIGHUP (a closed terminal); checked before and after each
-    chunk so the stop is clean and resumable. A second signal stops at once (`StopNow`, a
-    KeyboardInterrupt)."""
-
-    SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
-                    if s is not None)
-
-    def __init__(self):
-        self.signum: int | None = None
-        self._old = {}
-
-    def __enter__(self):
-        for sig in self.SIGNALS:
-            try:
-                old = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread: leave signals alone
-                continue
-            self._old[sig] = old
-        return self
-
-    def _handle(self, signum, frame):
-        if self.signum is not None:
-            raise StopNow(signum)
-        self.signum = signum
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        return False
 
 
 class ChunkResult(NamedTuple):
@@ -136,7 +95,7 @@ class Driver:
         False: a state is given) and each chunk length the run still needs; time it."""
         t0 = time.perf_counter()
         opts = compiler_options(jax.default_backend())
-        try:
+        with native_work():  # a second signal: XLA compiles on, in a thread of its own
             if init:
                 lowered = self.placement.init_program(inputs).lower(*inputs)
                 self._init = lowered.compile(compiler_options=opts)
@@ -148,9 +107,6 @@ class Driver:
                 program = self.placement.run_program(inputs, n, donate=self.donate)
                 self._programs[n] = program.lower(template, inputs.hparams).compile(
                     compiler_options=opts)
-        except KeyboardInterrupt:  # JAX raised it while XLA compiles on, in a thread of its own
-            abandoned("XLA's compile")
-            raise
         self.compile_s = time.perf_counter() - t0
 
     @property

@@ -21,12 +21,13 @@ from jaxppo.envs.identity import describe_env
 from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import run_names
+from jaxppo.process import StopFlag
 from jaxppo.run.builtins import run_callbacks
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
-from jaxppo.run.driver import Driver, StopFlag, pick_chunk
+from jaxppo.run.driver import Driver, pick_chunk
 from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
 from jaxppo.run.faults import host_fault
 from jaxppo.run.files import RunLock, check_run_name, free_name

@@ -14,9 +14,10 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxppo.process import StopNow
 from jaxppo.run.distributed import from_process_0, gather
 from jaxppo.run.divergence import find_nonfinite, run_divergences
-from jaxppo.run.driver import ChunkResult, StopNow
+from jaxppo.run.driver import ChunkResult
 from jaxppo.run.events import Callback, ChunkEvent, Divergence, RunInfo, RunResult, stack_metrics
 from jaxppo.run.stats import RunStats, quiet_nonfinite
 from jaxppo.run.summary import build_summary

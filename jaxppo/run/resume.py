@@ -52,7 +52,7 @@ def check_resume(path: str | os.PathLike, ckpt: Checkpoint, *, controller=None,
     check_config_file(run_dir, config)
     gaps, damaged, notes, rebuild = list(record.log_gaps), [], [], []
     if update >= config.num_updates:
-        rebuild = missing_results(run_dir, record.settings)
+        rebuild = missing_results(run_dir, record.settings, ckpt.num_runs, config.env_steps)
         if not rebuild:
             raise UsageError(f"run '{run_dir}' is finished (update {update}/"
                              f"{config.num_updates}); nothing to resume (evaluate it with: "

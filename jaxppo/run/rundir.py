@@ -89,15 +89,18 @@ def check_config_file(run_dir: str, config: PPOConfig) -> None:
                          "with --config")
 
 
-def missing_results(run_dir: str, settings: list | None) -> list[tuple[str, str]]:
+def missing_results(run_dir: str, settings: list | None, num_runs: int | None = None,
+                    env_steps: int | None = None) -> list[tuple[str, str]]:
     """The result files a finished run lacks, as (name, what is wrong with the one there, ""
     when there is none), when its summary.json (or a sweep's sweep.csv) is among them: a run
-    killed between its last checkpoint and writing them, or a file damaged since."""
+    killed between its last checkpoint and writing them, or a file damaged since (checked
+    against the checkpoint's `num_runs` and the config's `env_steps`)."""
     names = ["summary.json", "curve.png", *(["sweep.csv", "sweep.png"] if settings else [])]
     missing = [(n, "") for n in names if not os.path.exists(os.path.join(run_dir, n))]
-    for name, check in (("summary.json", summary_problem), ("sweep.csv", sweep_csv_problem)):
+    for name in ("summary.json", "sweep.csv"):
         path = os.path.join(run_dir, name)
         if name in names and os.path.exists(path):
-            why = check(path, settings)
+            why = (summary_problem(path, settings, num_runs, env_steps) if name == "summary.json"
+                   else sweep_csv_problem(path, settings))
             missing += [(name, why)] if why else []
     return missing if {"summary.json", "sweep.csv"} & {n for n, _ in missing} else []

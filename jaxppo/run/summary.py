@@ -79,8 +79,19 @@ def build_summary(config: PPOConfig, stats: RunStats, *, num_runs: int, status: 
     return summary
 
 
-def summary_problem(path: str, settings=None) -> str:
-    """What makes a finished run's summary.json unusable ("" when nothing)."""
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def summary_problem(path: str, settings=None, num_runs: int | None = None,
+                    env_steps: int | None = None) -> str:
+    """What makes a finished run's summary.json unusable ("" when nothing): what its readers
+    (a resume, a static sweep's table, `jaxppo report`) take from it, checked against the
+    checkpoint's `num_runs` and the config's `env_steps` where given."""
     try:
         with open(path, encoding="utf-8") as f:
             summary = json.load(f)
@@ -91,7 +102,27 @@ def summary_problem(path: str, settings=None) -> str:
     lacks = [k for k in REQUIRED if k not in summary]
     if lacks:
         return f"it lacks {', '.join(lacks)}"
-    return "it says the run did not finish" if summary.get("finished") is False else ""
+    status, runs = summary["status"], summary["num_runs"]
+    if status not in ("finished", "diverged") or (summary.get("finished") is False
+                                                  and status == "finished"):
+        return "it says the run did not finish"
+    if not _is_int(runs) or runs < 1 or (num_runs is not None and runs != num_runs):
+        return f"its num_runs is {runs!r}, not the checkpoint's {num_runs or 'count'}"
+    returns = summary["final_return"]
+    if (not isinstance(returns, list) or len(returns) != runs
+            or not all(r is None or _is_number(r) for r in returns)):
+        return f"its final_return is not one number (or null) for each of its {runs} runs"
+    steps = summary["env_steps"]
+    if not _is_int(steps) or steps < 0 or (env_steps is not None and steps != env_steps):
+        return f"its env_steps is {steps!r}, not the run's {env_steps or 'count'}"
+    diverged = summary.get("diverged_runs", [])
+    if not isinstance(diverged, list) or not all(_is_int(r) and 0 <= r < runs
+                                                 for r in diverged):
+        return "its diverged_runs is not a list of its runs"
+    if not all(summary.get(k) is None or _is_number(summary[k])
+               for k in ("wall_s", "compile_s")):
+        return "its wall_s or compile_s is not a number"
+    return ""
 
 
 def summary_stats(run_dir: str, update: int) -> dict | None:

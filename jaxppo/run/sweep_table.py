@@ -117,10 +117,10 @@ def _header(keys) -> list[str]:
             "diverged_seeds"]
 
 
-def sweep_csv_problem(path: str, settings) -> str:
+def sweep_csv_problem(path: str, settings, grouped: bool = False) -> str:
     """What makes a finished sweep's sweep.csv unusable: not jaxppo's header, or not one
-    whole row per setting ("" when nothing)."""
-    header = _header(settings[0])
+    whole row per setting ("" when nothing). `grouped`: a static sweep's (a `group` column)."""
+    header = _header(settings[0]) + (["group"] if grouped else [])
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))

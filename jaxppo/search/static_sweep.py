@@ -23,16 +23,17 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxppo.config import PPOConfig, config_from_dict
-from jaxppo.errors import ConfigError, UsageError
+from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.labels import listed, setting_label
+from jaxppo.run.checkpoint import checkpoint_path, read_checkpoint
 from jaxppo.run.driver import Driver
 from jaxppo.run.experiment import Experiment, print_note
 from jaxppo.run.files import RunLock, free_name, write_atomic
 from jaxppo.run.placement import make_placement
-from jaxppo.run.rundir import make_run_dir, read_yaml
+from jaxppo.run.rundir import check_config_file, make_run_dir, read_yaml
 from jaxppo.run.stats import quiet_nonfinite
-from jaxppo.run.summary import write_summary
-from jaxppo.run.sweep_table import rank_settings, sweep_title, write_sweep_files
+from jaxppo.run.summary import summary_problem, write_summary
+from jaxppo.run.sweep_table import rank_settings, sweep_csv_problem, sweep_title, write_sweep_files
 from jaxppo.search.static import (
     Group,
     group_config,
@@ -74,6 +75,7 @@ class StaticSweep:
         self.search, self.run_dir, self.kwargs = search, run_dir, kwargs
         self.resume_kwargs = resume_kwargs or {}
         self.groups: list[Group] = group_settings(settings)
+        self.rebuild: list[tuple[str, str]] = []  # (file, why): the table's, damaged
 
     @classmethod
     def start(cls, config: PPOConfig, settings: Sequence[dict], seeds: int = 1,
@@ -113,29 +115,59 @@ class StaticSweep:
         run_dir = os.fspath(path)
         plan_path = os.path.join(run_dir, PLAN)
         repair = {"repair_log": kwargs.pop("repair_log", False)}  # for the stopped group only
+        plan = None
         try:
             with open(plan_path, encoding="utf-8") as f:
                 plan = json.load(f)
             config = config_from_dict(plan["config"], source=plan_path)
             sw = cls(config, plan["settings"], int(plan["seeds"]), int(plan["seed"]),
                      plan.get("search"), run_dir, kwargs, repair)
-        except (OSError, ValueError, KeyError, TypeError, ConfigError) as e:
-            raise UsageError(f"'{plan_path}' is not a static sweep's plan ({e}); it cannot be "
-                             "resumed") from None
-        if [g.name for g in sw.groups] != [g["name"] for g in plan.get("groups", [])]:
+            listed_groups = [g["name"] for g in plan.get("groups", [])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ConfigError) as e:
+            if _checksum_fails(plan):  # an edit that broke its form
+                raise _edited(plan_path) from None
+            raise UsageError(f"'{plan_path}' is not a static sweep's plan ({type(e).__name__}: "
+                             f"{e}); it cannot be resumed") from None
+        if [g.name for g in sw.groups] != listed_groups:
+            if _checksum_fails(plan):
+                raise _edited(plan_path)
             raise UsageError(f"'{plan_path}' does not list the groups of its own settings; "
                              "it cannot be resumed")
         sw.check_plan(plan, plan_path)
-        if not sw.pending() and _finished_summary(run_dir):
-            raise UsageError(f"sweep '{run_dir}' is finished ({len(sw.groups)} static "
-                             "settings); nothing to resume (evaluate a group's agents with: "
-                             f"jaxppo eval {os.path.join(run_dir, sw.groups[0].name)})")
+        sw.check_finished_groups()
+        if not sw.pending():
+            sw.rebuild = _table_problems(run_dir, sw.settings)
+            if not sw.rebuild:
+                raise UsageError(f"sweep '{run_dir}' is finished ({len(sw.groups)} static "
+                                 "settings); nothing to resume (evaluate a group's agents with: "
+                                 f"jaxppo eval {os.path.join(run_dir, sw.groups[0].name)})")
         return sw
 
+    def check_finished_groups(self) -> None:
+        """The finished groups' files as train's resume reads a run's (their table rows come
+        from their summary.json, checked in `finished`): config.yaml, and the checkpoint eval
+        loads; a damaged one is refused, one line naming it."""
+        for g in self.groups:
+            path = self.group_dir(g)
+            if self.finished(g) is None:
+                continue  # the group's own resume checks it
+            check_config_file(path, group_config(self.config, g))
+            if not os.path.exists(checkpoint_path(path)):
+                continue  # none to load (removed to save space): its results stand
+            try:
+                read_checkpoint(path)
+            except CheckpointError as e:
+                raise CheckpointError(f"{e} (static setting {g.name} had finished: to go on "
+                                      f"with the sweep without it, move '{path}' aside and that "
+                                      "setting trains again)") from None
+
     def check_plan(self, plan: dict, plan_path: str) -> None:
-        """The plan as the sweep started it, as config.yaml is for a run: its checksum (a plan
-        from before it had one: none), and every started group's config.yaml against the
-        config the plan now gives that group; an edit is refused, naming what differs."""
+        """The plan as the sweep started it, as config.yaml is for a run: its checksum, and
+        every started group's config.yaml against the config the plan now gives that group;
+        an edit is refused, naming what differs. A plan whose checksum holds is as it was: a
+        difference is then the group's config.yaml's, which that group's own check names."""
+        if plan.get("sha256") is not None and not _checksum_fails(plan):
+            return
         edited = []
         for g in self.groups:
             path = os.path.join(self.run_dir, g.name, "config.yaml")
@@ -149,14 +181,10 @@ class StaticSweep:
                 edited += [f"{g.name}: {k}" for k in want if k in ran and
                            json.dumps(ran[k], sort_keys=True) != json.dumps(want[k],
                                                                              sort_keys=True)]
-        stored = plan.get("sha256")
-        if not edited and (stored is None or stored == plan_digest(plan)):
-            return
-        what = f" ({listed(edited, 4)}: not what the group trained with)" if edited else \
-            " (its checksum fails)"
-        raise UsageError(f"'{plan_path}' was edited since the sweep started{what}; restore "
-                         "it: a sweep goes on with the plan it started with (each group's "
-                         "config.yaml holds what that group trained on)")
+        if edited:
+            raise _edited(plan_path, f"{listed(edited, 4)}: not what the group trained with")
+        if _checksum_fails(plan):
+            raise _edited(plan_path)
 
     @property
     def num_runs(self) -> int:
@@ -172,19 +200,21 @@ class StaticSweep:
         return None if self.run_dir is None else os.path.join(self.run_dir, group.name)
 
     def finished(self, group: Group) -> Outcome | None:
-        """A group that ran to its end in an earlier session, as its summary.json says."""
-        path = self.group_dir(group)
-        try:
-            with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
-                s = json.load(f)
-            runs = len(group.indices) * self.seeds
-            if (s["status"] not in ("finished", "diverged") or len(s["final_return"]) != runs
-                    or s["env_steps"] < group_config(self.config, group).env_steps):
-                return None
-            final = np.array([np.nan if x is None else x for x in s["final_return"]], float)
-            diverged = np.isin(np.arange(runs), s["diverged_runs"])
-        except (OSError, TypeError, ValueError, KeyError):
+        """A group that ran to its end in an earlier session, as its summary.json says. One
+        whose summary.json is damaged is not: its resume rebuilds that from its checkpoint
+        (the same test, `summary_problem`), keeping the damaged file aside."""
+        path = os.path.join(self.group_dir(group), "summary.json")
+        runs = len(group.indices) * self.seeds
+        if not os.path.isfile(path) or summary_problem(
+                path, num_runs=runs, env_steps=group_config(self.config, group).env_steps):
             return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                s = json.load(f)
+        except (OSError, ValueError):  # changed since it was checked
+            return None
+        final = np.array([np.nan if x is None else x for x in s["final_return"]], float)
+        diverged = np.isin(np.arange(runs), s.get("diverged_runs", []))
         return Outcome(s["status"], final, diverged, s)
 
     def experiment(self, group: Group) -> Experiment:
@@ -222,6 +252,13 @@ class StaticSweep:
         for text in [] if lock is None else lock.notes:
             self.note(text)
         try:
+            for name, why in self.rebuild:  # a damaged table: kept aside, then written again
+                if why:
+                    path = os.path.join(self.run_dir, name)
+                    copy = free_name(path + ".damaged")
+                    os.replace(path, copy)
+                    self.note(f"'{path}' was damaged ({why}); it is kept as '{copy}' and "
+                              "rebuilt from the groups' results")
             outcomes, last = [], None
             for g in self.groups:
                 done = None if self.run_dir is None else self.finished(g)
@@ -294,18 +331,45 @@ class StaticSweep:
         return SweepResult(rows, last, self.run_dir, outcomes, summary)
 
 
+def _checksum_fails(plan) -> bool:
+    """A plan whose checksum fails: edited (one from before plans had one: not)."""
+    return isinstance(plan, dict) and plan.get("sha256") not in (None, plan_digest(plan))
+
+
+def _edited(plan_path: str, what: str = "its checksum fails") -> UsageError:
+    return UsageError(f"'{plan_path}' was edited since the sweep started ({what}); restore it: "
+                      "a sweep goes on with the plan it started with (each group's config.yaml "
+                      "holds what that group trained on)")
+
+
 def plan_digest(plan: dict) -> str:
     """The plan's checksum: SHA-256 of its canonical JSON, the checksum itself left out."""
     body = {k: v for k, v in plan.items() if k != "sha256"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def _finished_summary(run_dir: str) -> bool:
-    """A static sweep's summary.json says it ran to its end (and its table is there)."""
+def _table_problems(run_dir: str, settings: list[dict]) -> list[tuple[str, str]]:
+    """What a finished static sweep's summary.json and sweep.csv lack: (file, why; "" when
+    it is missing). Both are written from the groups' results, so a resume rebuilds them."""
+    problems = []
+    path = os.path.join(run_dir, "summary.json")
     try:
-        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             s = json.load(f)
-        return s["status"] in ("finished", "diverged") and os.path.isfile(
-            os.path.join(run_dir, "sweep.csv"))
-    except (OSError, ValueError, TypeError, KeyError):
-        return False
+        if not isinstance(s, dict):
+            problems.append(("summary.json", "it is not a JSON object"))
+        elif s.get("status") not in ("finished", "diverged"):
+            problems.append(("summary.json", "it says the sweep did not finish"))
+        elif not isinstance(s.get("ranked"), list) or len(s["ranked"]) != len(settings):
+            problems.append(("summary.json", f"it does not rank its {len(settings)} settings"))
+    except FileNotFoundError:
+        problems.append(("summary.json", ""))
+    except (OSError, ValueError) as e:
+        problems.append(("summary.json", f"it is not JSON: {e}"))
+    path = os.path.join(run_dir, "sweep.csv")
+    if not os.path.isfile(path):
+        problems.append(("sweep.csv", ""))
+    else:
+        why = sweep_csv_problem(path, settings, grouped=True)
+        problems += [("sweep.csv", why)] if why else []
+    return problems
