@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import os
 import signal
 import sys
@@ -24,6 +23,7 @@ from jaxppo.run.events import Callback, RunInfo
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.logs.wandb import WandbLogger
 from jaxppo.search.strategies import OPTIONS
+from jaxppo.writes import WRITE_FIXES
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -105,17 +105,7 @@ class Header(Callback):
             print(f"resuming at update {info.start_update}/{info.config.num_updates}", flush=True)
 
 
-OS_FIXES = {
-    errno.ENOSPC: "free some disk space",
-    errno.EDQUOT: "free some space within your disk quota",
-    errno.EFBIG: "raise the file-size limit (ulimit -f)",
-    errno.EMFILE: "raise the open-file limit (ulimit -n)",
-    errno.ENFILE: "close other programs' files (the system's open-file table is full)",
-    errno.EROFS: "the file system is read-only: remount it writable (or copy the run "
-                 "directory to a writable disk)",
-    errno.EIO: "check the disk (the system's log names the fault)",
-    errno.EACCES: "make the run directory writable",
-}
+OS_FIXES = WRITE_FIXES
 """What to do about a failed write, by its errno: said before `continue with`."""
 
 

@@ -44,9 +44,9 @@ from jaxppo.compare.fit import (
     process_bytes,
     usable_cores,
 )
-from jaxppo.compare.table import add_ratios, aggregate, label, write_outputs
+from jaxppo.compare.table import add_ratios, aggregate, label, table_markdown, write_outputs
 from jaxppo.config import PPOConfig
-from jaxppo.errors import ConfigError
+from jaxppo.errors import ConfigError, UsageError
 from jaxppo.machine import describe
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.stats import SolveTracker, solve_threshold
@@ -402,7 +402,12 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
     header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {repeats} "
               f"interleaved repeat(s); {describe()}; {versions(config.env_id)}; jaxppo: {cache}"
               f"{threads}{load}")
-    return write_outputs(out_dir, rows, same, notes, header)
+    try:
+        return write_outputs(out_dir, rows, same, notes, header)
+    except UsageError as e:  # a full disk after every run: the measurements are not lost
+        echo("")
+        echo(table_markdown(rows, notes, header))
+        raise UsageError(f"{e} (the table is printed above)") from None
 
 
 if __name__ == "__main__":

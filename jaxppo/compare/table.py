@@ -4,6 +4,7 @@ the files (compare.md, compare.csv, config.json, compare.png)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import statistics
@@ -11,6 +12,7 @@ import statistics
 from jaxppo.compare.fit import threads_text
 from jaxppo.config import PPOConfig
 from jaxppo.plots import has_bar, plot_compare
+from jaxppo.writes import write_failed, write_whole
 
 
 def label(system: str, config: PPOConfig, seeds: int) -> str:
@@ -80,15 +82,16 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
                   header: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     md = table_markdown(rows, notes, header)
-    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
-        f.write(md)
-    keys = list(rows[0])
-    with open(os.path.join(out_dir, "compare.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(config.to_dict(), f, indent=2)
-    plot_compare(os.path.join(out_dir, "compare.png"), rows, f"{config.env_id}, "
-                 f"{config.env_steps:,} steps")
+    table = io.StringIO(newline="")
+    w = csv.DictWriter(table, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    for name, data in (("compare.md", md), ("compare.csv", table.getvalue()),
+                       ("config.json", json.dumps(config.to_dict(), indent=2))):
+        write_whole(os.path.join(out_dir, name), data, f"compare's {name}")
+    png = os.path.join(out_dir, "compare.png")
+    try:
+        plot_compare(png, rows, f"{config.env_id}, {config.env_steps:,} steps")
+    except OSError as e:
+        raise write_failed(png, "compare's figure", e) from None
     return md

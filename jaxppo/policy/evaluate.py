@@ -22,6 +22,7 @@ from jaxppo.policy.policy import is_int, updates_per_run
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.files import check_writable
 from jaxppo.run.memory import check_eval_memory
+from jaxppo.writes import write_whole
 
 
 def _zero_runs(x, runs: np.ndarray):
@@ -185,6 +186,5 @@ def evaluate(run_dir: str | os.PathLike, episodes: int = 10, *, seed: int = 0,
                         ~finished, max_episode_steps(venv), updates_per_run(ckpt), bad,
                         include_diverged)
     if out is not None:
-        with open(out, "w") as f:
-            json.dump(result.to_dict(), f, indent=1)
+        write_whole(out, json.dumps(result.to_dict(), indent=1), "eval.json")
     return result
