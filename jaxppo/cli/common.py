@@ -17,6 +17,7 @@ from jaxppo.config import PPOConfig, load_config, parse_overrides
 from jaxppo.envs.imports import import_env_modules
 from jaxppo.errors import UsageError
 from jaxppo.labels import plural
+from jaxppo.run.checkpoint import saved_update
 from jaxppo.run.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.run.divergence import describe_divergence
 from jaxppo.run.events import Callback, RunInfo
@@ -133,8 +134,10 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
     then = f"{fix}, then " if fix else ""
     sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
                   f"--resume {resume_dir}" if resume_dir else "")
-    if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
-        print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
+    kept = saved_update(run_dir)  # read back: a first save that failed left none
+    if kept is not None:
+        print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept (update "
+              f"{kept}); "
               f"{then}continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
               file=sys.stderr)
     elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
@@ -154,9 +157,11 @@ def stopped(result, command: str, resume_dir: str | None = None) -> int | None:
     `resume_dir`: what `--resume` continues, when not the run's own directory."""
     if result.diverged is not None and command == "train":  # a sweep goes on: cmd_sweep
         what, fix = describe_divergence(result.diverged, result.config)
-        kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
-                f"{result.run_dir}" if result.good_update else
-                f"no finite state was reached to checkpoint (the logs are in {result.run_dir})")
+        saved = saved_update(result.run_dir)
+        kept = (f"the last good checkpoint (update {saved}) is kept in {result.run_dir}"
+                if saved is not None and result.good_update else
+                f"no finite state was reached to checkpoint (the logs are in {result.run_dir})"
+                if not result.good_update else "no checkpoint of it was saved")
         print(f"jaxppo {command}: error: {what}; {kept}; {fix}", file=sys.stderr)
         return 3
     if result.stop_signal is not None:

@@ -94,6 +94,17 @@ def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_ru
     return final
 
 
+def saved_update(run_dir: str | None) -> int | None:
+    """The update of `run_dir`'s checkpoint if one is there and reads back whole (checksum
+    included), else None: what a line saying "the checkpoint is kept" must be checked against."""
+    if run_dir is None or not os.path.isfile(os.path.join(run_dir, "checkpoint", FILENAME)):
+        return None
+    try:
+        return int(read_checkpoint(run_dir)[0]["update"])
+    except (CheckpointError, OSError):
+        return None
+
+
 def _check_header(header) -> None:
     """The header's structure; anything else is the one 'corrupt' line, not a KeyError."""
     ok = (isinstance(header, dict) and header.get("format") == FORMAT

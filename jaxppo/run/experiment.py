@@ -28,7 +28,7 @@ from jaxppo.run.distributed import is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
 from jaxppo.run.driver import Driver, StopFlag, pick_chunk
 from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
-from jaxppo.run.faults import host_fault
+from jaxppo.run.faults import host_fault, say_what_is_kept
 from jaxppo.run.files import RunLock, check_run_name, free_name
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.run.loop import RunLoop, end_all
@@ -413,6 +413,7 @@ class Experiment:
         except BaseException as e:
             loop.status = "stopped" if isinstance(e, KeyboardInterrupt) else "error"
             end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
+            say_what_is_kept(e, run_dir)
             raise
         if loop.status == "running":
             loop.status = "finished"
