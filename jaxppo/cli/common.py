@@ -213,7 +213,8 @@ def refuse_with_resume(args) -> None:
 def add_resume_args(sp, what: str) -> None:
     """`--checkpoint-every`, `--resume` and `--repair-log`: train's and sweep's alike."""
     sp.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
-                    metavar="UPDATES", help="save a checkpoint every this many updates")
+                    metavar="UPDATES", help="save a checkpoint every this many updates (chunks "
+                    "end where one is due: a kill loses at most this many)")
     sp.add_argument("--resume", metavar="RUN_DIR", help=f"continue a stopped {what}")
     sp.add_argument("--repair-log", action="store_true",
                     help="with --resume: keep a damaged metrics.csv's good rows and record the "
