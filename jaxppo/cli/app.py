@@ -36,8 +36,8 @@ import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
 from jaxppo._xla import setup_compilation_cache, take_damaged_cache_entries
-from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
-from jaxppo.process import SIGNALS, command_started, release_signals, work_abandoned
+from jaxppo.errors import USER_CODE_EXIT, CheckpointError, ConfigError, EnvError, UsageError, UserCodeExit
+from jaxppo.process import SIGNALS, command_started, ctrl_c, note_signal, release_signals, work_abandoned
 from jaxppo.run.driver import StopNow
 from jaxppo.run.files import PipeSafe
 
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _interrupt(signum, frame):
     """SIGTERM and SIGHUP outside a run act as Ctrl-C does (a run holds them itself)."""
+    note_signal()
     raise StopNow(signum)
 
 
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         old = {s: signal.signal(s, _interrupt) for s in SIGNALS if s != signal.SIGINT
                and signal.getsignal(s) == signal.SIG_DFL}
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # counted, so a
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, ctrl_c)  # module's own is told
     stdout, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
         if held is not None:
@@ -115,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UsageError, CheckpointError, EnvError) as e:
         print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
+    except UserCodeExit as e:  # a module of yours exited: neither success nor divergence
+        print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
+        return USER_CODE_EXIT
     except MemoryError:  # the host ran out (a limit below what the estimate assumed free)
         print(f"jaxppo {args.command}: error: the host ran out of memory (MemoryError); "
               "give it fewer settings, seeds or episodes at once, or more memory",

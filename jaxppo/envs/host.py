@@ -35,6 +35,7 @@ Axis legend: N = num_envs, M = the pool's envs (N x the vmapped agents), T = num
 from __future__ import annotations
 
 import math
+import signal
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -50,6 +51,7 @@ from jaxppo.envs.sources.protocol import HostSource, HostStep, HostSuite
 from jaxppo.envs.spaces import ActionSpec, action_spec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError, EnvError
+from jaxppo.process import signals_seen
 
 
 def host_call(host_fn: Callable[..., tuple], result_shapes: Callable[[int], tuple]):
@@ -178,6 +180,7 @@ class HostVecEnv:
         self.fault: Fault | None = None
         self._closing = False  # callbacks in flight while closing step nothing
         self.steps = 0  # vectorised steps since the last reset (names a fault's step)
+        self._seen = signals_seen()  # as a reset or step began: a Ctrl-C after it is real
         self._reset_call = host_call(self._host_reset, self._reset_shapes)
         self._step_call = host_call(self._host_step, self._step_shapes)
 
@@ -240,8 +243,12 @@ class HostVecEnv:
         """Keep the first fault. Any exception is one: a source's `SystemExit` or a Ctrl-C
         raised while it ran must not escape into XLA (a runtime error, tracebacks)."""
         if self.fault is None:
-            interrupt = e if isinstance(e, KeyboardInterrupt) else None
-            what = "interrupted" if interrupt is not None else _first_line(e)
+            signalled = (hasattr(e, "signum") or signals_seen() > self._seen
+                         or signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+            interrupt = e if isinstance(e, KeyboardInterrupt) and signalled else None
+            what = ("interrupted" if interrupt is not None else
+                    "KeyboardInterrupt (no Ctrl-C came: the env's own code raised it)"
+                    if isinstance(e, KeyboardInterrupt) else _first_line(e))
             self.fault = Fault(where, self.steps, what, interrupt)
 
     def _obs(self, x: Any, m: int, name: str) -> np.ndarray:
@@ -261,7 +268,7 @@ class HostVecEnv:
 
     def _host_reset(self, seeds: np.ndarray) -> tuple:
         m = seeds.shape[0]
-        self.steps = 0
+        self.steps, self._seen = 0, signals_seen()
         if self.fault is None and not self._closing:
             try:
                 pool = self._build(m)
@@ -273,6 +280,7 @@ class HostVecEnv:
 
     def _host_step(self, token: np.ndarray, action: np.ndarray) -> tuple:
         m = token.shape[0]
+        self._seen = signals_seen()
         if self.fault is None and not self._closing:
             try:
                 pool = self._box[0]

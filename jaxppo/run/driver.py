@@ -26,7 +26,7 @@ from jaxppo._xla import compiler_options
 from jaxppo.config import divisors
 from jaxppo.core.train import RunnerState
 from jaxppo.keys import keys_as_data
-from jaxppo.process import abandoned
+from jaxppo.process import abandoned, note_signal
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import gather
 from jaxppo.run.placement import RunInputs
@@ -99,6 +99,7 @@ class StopFlag:
         return self
 
     def _handle(self, signum, frame):
+        note_signal()
         if self.signum is not None:
             raise StopNow(signum)
         self.signum = signum
