@@ -258,7 +258,16 @@ class HostVecEnv:
             raise ValueError(f"{name} of shape {x.shape}, expected {(m, *self.obs_shape)}")
         if not np.can_cast(x.dtype, self._space_dtype, "same_kind"):
             raise ValueError(f"{name} of dtype {x.dtype}, expected {self._space_dtype}")
-        return x.astype(self.obs_dtype)
+        with np.errstate(over="ignore", invalid="ignore"):  # said below, as one line
+            out = x.astype(self.obs_dtype)
+        if x.dtype.kind == "f" and x.dtype.itemsize > out.dtype.itemsize:  # finite, too big:
+            big = np.isfinite(x) & ~np.isfinite(out)  # not the env's NaN/Inf, the cast's
+            if big.any():
+                raise ValueError(f"{name} holds {x[big].flat[0]:.3g}, a finite {x.dtype} value "
+                                 f"beyond {out.dtype}'s range (largest "
+                                 f"{np.finfo(out.dtype).max:.3g}), which the policy reads; "
+                                 "scale it down in the env")
+        return out
 
     def _flags(self, x: Any, m: int, name: str, dtype) -> np.ndarray:
         x = np.asarray(x)

@@ -1,0 +1,40 @@
+"""Lines that blamed the wrong thing (issue #54, item 9): a finite float64 observation too big
+for float32 is not "NaN/Inf"; an lr float32 cannot hold is refused before the run, not after
+it overflows."""
+
+import gymnasium
+import numpy as np
+import pytest
+from test_host_env import Walk
+
+from jaxppo import Experiment, PPOConfig
+from jaxppo.errors import ConfigError, EnvError
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+
+class Huge(Walk):
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float64)
+
+    def _obs(self):
+        return np.array([self.pos, self.t], np.float64)
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return np.array([1e300, 0.0]), *rest
+
+
+def test_a_finite_float64_observation_past_float32_is_named_not_nan(tmp_path):
+    gymnasium.register("test/Huge-v0", entry_point=Huge, max_episode_steps=6)
+    config = PPOConfig(env_id="gymnasium/test/Huge-v0", total_timesteps=256, num_envs=4,
+                       num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(8,))
+    with pytest.raises(EnvError) as e:
+        Experiment(config, logdir=str(tmp_path), progress=False, chunk_updates=1).run()
+    assert "1e+300, a finite float64 value beyond float32's range" in str(e.value)
+    assert "NaN/Inf" not in str(e.value)
+
+
+@pytest.mark.parametrize("key", ["lr", "max_grad_norm"])
+def test_a_number_float32_cannot_hold_is_refused(key):
+    with pytest.raises(ConfigError, match=f"config key '{key}': got 1e\\+308, more than float32"):
+        PPOConfig(**{key: 1e308})
