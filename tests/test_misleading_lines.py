@@ -38,3 +38,18 @@ def test_a_finite_float64_observation_past_float32_is_named_not_nan(tmp_path):
 def test_a_number_float32_cannot_hold_is_refused(key):
     with pytest.raises(ConfigError, match=f"config key '{key}': got 1e\\+308, more than float32"):
         PPOConfig(**{key: 1e308})
+
+
+def test_train_resume_of_a_grid_sweep_names_settings_not_seeds(tmp_path, capsys):
+    """Reproduction: two settings of two seeds each were reported as '4 seed(s)'."""
+    from test_faults import cli
+
+    config = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
+                       update_epochs=2, hidden_sizes=(16, 16))
+    Experiment(config, hparams=[{"lr": 1e-3}, {"lr": 1e-4}], seeds=2, logdir=str(tmp_path),
+               run_name="s", progress=False, chunk_updates=6,
+               callbacks=[lambda e: e.update < 12]).run()
+    code, out, err = cli(capsys, "train", "--resume", str(tmp_path / "s"), "--no-progress")
+    assert code == 0, err
+    assert "| 2 settings x 2 seed(s) |" in out and "4 seed(s)" not in out, out
+    assert "over 4 agents of 2 settings |" in out.splitlines()[-1], out

@@ -69,19 +69,20 @@ def num_text(x: float) -> str:
     return f"{x:.1f}" if abs(x) >= 10 or x == 0 else f"{x:.3g}"
 
 
-def final_return_text(s: dict) -> str:
-    """summary.json's final return as text; "none" for seeds in which no episode ended."""
+def final_return_text(s: dict, unit: str = "seeds") -> str:
+    """summary.json's final return as text; "none" for seeds in which no episode ended.
+    `unit`: what its runs are ("agents" for a sweep's settings x seeds)."""
     n, missing = len(s["final_return"]), s["runs_without_return"]
     bad = s.get("runs_nonfinite_return", 0)
     none = f"no episode ended in {s['env_steps']:,} steps"
-    why = [f"none for {missing} of {n} seeds: {none}"] if missing else []
-    why += [f"NaN/Inf for {bad} of {n} seeds: diverged"] if bad else []
+    why = [f"none for {missing} of {n} {unit}: {none}"] if missing else []
+    why += [f"NaN/Inf for {bad} of {n} {unit}: diverged"] if bad else []
     if s["final_return_mean"] is None:
         return f"none ({'; '.join(why) if bad else none})"
     have = n - missing - bad
     text = num_text(s["final_return_mean"])
     if have > 1:
-        text += f" ± {num_text(s['final_return_std'])} over {have} seeds"
+        text += f" ± {num_text(s['final_return_std'])} over {have} {unit}"
     return text + (f" ({'; '.join(why)})" if why else "")
 
 
@@ -172,6 +173,14 @@ def stopped(result, command: str, resume_dir: str | None = None) -> int | None:
               file=sys.stderr)
         return 128 + result.stop_signal
     return None
+
+
+def runs_text(exp: Experiment) -> str:
+    """What a run's agents are: `3 seed(s)`, or a sweep's `2 settings x 2 seed(s)` (not 4
+    seeds: its agents differ by setting too)."""
+    if exp.settings is None:
+        return f"{exp.num_runs} seed(s)"
+    return f"{len(exp.settings)} settings x {exp.seeds} seed(s)"
 
 
 def since_start(args) -> float:
