@@ -1,13 +1,19 @@
-"""Lines that blamed the wrong thing (issue #54, item 9): a finite float64 observation too big
-for float32 is not "NaN/Inf"; an lr float32 cannot hold is refused before the run, not after
-it overflows."""
+"""Lines that blamed the wrong thing or said too much (issue #54, item 9): a finite float64
+observation too big for float32 is not "NaN/Inf"; an lr float32 cannot hold is refused before
+the run, not after it overflows; a sweep's agents are not "seeds"; an async pool prints no
+fork warning."""
+
+import warnings
 
 import gymnasium
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_faults import cli
 from test_host_env import Walk
 
 from jaxppo import Experiment, PPOConfig
+from jaxppo.envs.sources.gymnasium import GymnasiumSource
 from jaxppo.errors import ConfigError, EnvError
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -42,8 +48,6 @@ def test_a_number_float32_cannot_hold_is_refused(key):
 
 def test_train_resume_of_a_grid_sweep_names_settings_not_seeds(tmp_path, capsys):
     """Reproduction: two settings of two seeds each were reported as '4 seed(s)'."""
-    from test_faults import cli
-
     config = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
                        update_epochs=2, hidden_sizes=(16, 16))
     Experiment(config, hparams=[{"lr": 1e-3}, {"lr": 1e-4}], seeds=2, logdir=str(tmp_path),
@@ -53,3 +57,14 @@ def test_train_resume_of_a_grid_sweep_names_settings_not_seeds(tmp_path, capsys)
     assert code == 0, err
     assert "| 2 settings x 2 seed(s) |" in out and "4 seed(s)" not in out, out
     assert "over 4 agents of 2 settings |" in out.splitlines()[-1], out
+
+
+def test_an_async_gymnasium_pool_prints_no_fork_warning():
+    """Reproduction: every async pool printed JAX's 'os.fork() was called ... deadlock'
+    warning, about workers that never touch JAX."""
+    jnp.zeros(3).block_until_ready()  # JAX's threads are up, as in a run
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        source = GymnasiumSource("CartPole-v1", 2, {"vectorization": "async"}, False)
+        source.vec.close()
+    assert not [w for w in seen if "os.fork" in str(w.message)], [str(w.message) for w in seen]
