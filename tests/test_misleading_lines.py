@@ -1,7 +1,7 @@
 """Lines that blamed the wrong thing or said too much (issue #54, item 9): a finite float64
 observation too big for float32 is not "NaN/Inf"; an lr float32 cannot hold is refused before
 the run, not after it overflows; a sweep's agents are not "seeds"; an async pool prints no
-fork warning."""
+fork warning; an env whose observation changed is not blamed on the config."""
 
 import warnings
 
@@ -12,9 +12,9 @@ import pytest
 from test_faults import cli
 from test_host_env import Walk
 
-from jaxppo import Experiment, PPOConfig
+from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo.envs.sources.gymnasium import GymnasiumSource
-from jaxppo.errors import ConfigError, EnvError
+from jaxppo.errors import CheckpointError, ConfigError, EnvError
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -68,3 +68,27 @@ def test_an_async_gymnasium_pool_prints_no_fork_warning():
         source = GymnasiumSource("CartPole-v1", 2, {"vectorization": "async"}, False)
         source.vec.close()
     assert not [w for w in seen if "os.fork" in str(w.message)], [str(w.message) for w in seen]
+
+
+class Wider(Walk):
+    observation_space = gymnasium.spaces.Box(-10.0, 10.0, (3,), np.float32)
+
+    def _obs(self):
+        return np.array([self.pos, self.t, 0.0], np.float32)
+
+
+def test_an_env_whose_observation_shape_changed_is_not_blamed_on_the_config(tmp_path):
+    """Reproduction: a module's env that grew its observation between train and resume was
+    'does not match this config (e.g. other network sizes or num_envs); resume with the run's
+    own config', which the resume was using."""
+    gymnasium.register("test/Grows-v0", entry_point=Walk, max_episode_steps=6)
+    config = PPOConfig(env_id="gymnasium/test/Grows-v0", total_timesteps=64, num_envs=4,
+                       num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(8,))
+    Experiment(config, logdir=str(tmp_path), run_name="r", progress=False).run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gymnasium: overriding the registered id
+        gymnasium.register("test/Grows-v0", entry_point=Wider, max_episode_steps=6)
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(tmp_path / "r")
+    assert "observation or action shape changed since the run was saved" in str(e.value)
+    assert "restore the environment as it was" in str(e.value)

@@ -198,7 +198,8 @@ def restore_into(template, state_dict: dict, source: str, env_label: str | None 
     then blamed on it, not on the config."""
     what, fix = ((f"the environment passed as env= ({env_label})",
                   "pass the environment instance the run trained on") if env_label else
-                 ("this config", "resume with the run's own config"))
+                 ("its config and environment as built now", "restore the environment as it "
+                  "was when the run trained (or start a new run), or undo the config's edit"))
     host_template = jax.tree.map(
         lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
     state_dict = _with_new_empty_fields(serialization.to_state_dict(host_template), state_dict)
@@ -216,7 +217,9 @@ def restore_into(template, state_dict: dict, source: str, env_label: str | None 
 
     jax.tree.map(check, host_template, restored)
     if problems:
-        cause = "" if env_label else " (e.g. other network sizes or num_envs)"
+        cause = "" if env_label else (  # the config is the checkpoint's own: the env moved
+            " (the environment's observation or action shape changed since the run was saved, "
+            "or the checkpoint's config was edited: other network sizes or num_envs)")
         raise CheckpointError(f"checkpoint '{source}' does not match {what}: array shapes "
                               f"{problems[0]}{cause}; {fix}")
     # Keys are stored as raw data of the default implementation (what the CLI seeds with).
