@@ -22,7 +22,7 @@ from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import run_names
 from jaxppo.run.builtins import run_callbacks
-from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.checkpoint import ensure_run_id, load_checkpoint
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
@@ -342,6 +342,8 @@ class Experiment:
                 self.note(*lock.notes)
             if fresh:
                 write_config(run_dir, config)
+            if (fresh or resume) and main:  # before any save; one from before ids gets one
+                ensure_run_id(run_dir)
             if resume and resume.keep_damaged_log and main:  # before the repair drops rows
                 log = os.path.join(run_dir, "metrics.csv")
                 copy = free_name(log + ".damaged")
