@@ -22,6 +22,7 @@ not read. JAXPPO_KEEP_XLA_FLAGS=1 leaves XLA_FLAGS exactly as you set them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -126,6 +127,17 @@ _DAMAGED: list[str] = []
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame's first bytes (a zlib stream's: 0x78)
 
 
+_FAULTS: list[tuple[str, str, OSError]] = []  # (cache dir, "read"/"written", the error)
+
+
+def take_cache_faults() -> list[tuple[str, str, OSError]]:
+    """The compile cache's read and write failures since the last call (a full or read-only
+    cache disk, an entry that is a directory): JAX warned per program; the CLI says one note."""
+    taken = list(_FAULTS)
+    del _FAULTS[:]
+    return taken
+
+
 def take_damaged_cache_entries() -> list[str]:
     """The compile-cache files found unreadable and removed since the last call (for the
     CLI's note)."""
@@ -147,8 +159,25 @@ def _drop_damaged_cache_entries() -> None:
     if getattr(read, "drops_damaged", False):
         return
 
+    write = cache.put
+
+    def put(self, key: str, value: bytes) -> None:
+        path = os.path.join(str(self.path), f"{key}{suffix}")
+        existed = os.path.lexists(path)
+        try:
+            write(self, key, value)
+        except OSError as e:  # the program is compiled; only its entry is lost: said once
+            if not existed:  # never leave half an entry (a full disk) for the next run
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            _FAULTS.append((str(self.path), "written", e))
+
     def get(self, key: str) -> bytes | None:
-        value = read(self, key)
+        try:
+            value = read(self, key)
+        except OSError as e:  # unreadable (a directory, no permission): a miss, said once
+            _FAULTS.append((str(self.path), "read", e))
+            return None
         if value is None or getattr(self, "eviction_enabled", True):
             return value  # with eviction on, JAX's lock guards its files: left to JAX
         try:
@@ -168,4 +197,4 @@ def _drop_damaged_cache_entries() -> None:
         return value
 
     get.drops_damaged = True
-    cache.get = get
+    cache.get, cache.put = get, put

@@ -23,6 +23,7 @@ A verb is a module with `add_parser(sub)` (which sets `func`): add it to `VERBS`
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -35,11 +36,13 @@ import jaxppo.cli.export as export
 import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
-from jaxppo._xla import setup_compilation_cache, take_damaged_cache_entries
+from jaxppo._xla import setup_compilation_cache, take_cache_faults, take_damaged_cache_entries
 from jaxppo.errors import USER_CODE_EXIT, CheckpointError, ConfigError, EnvError, UsageError, UserCodeExit
+from jaxppo.labels import plural
 from jaxppo.process import SIGNALS, command_started, ctrl_c, note_signal, release_signals, work_abandoned
 from jaxppo.run.driver import StopNow
 from jaxppo.run.files import PipeSafe
+from jaxppo.writes import WRITE_FIXES
 
 VERBS = (train, sweep, compare, evaluate, export, report, config)
 """The verbs, in the order `jaxppo --help` lists them."""
@@ -83,7 +86,25 @@ def _interrupt(signum, frame):
     raise StopNow(signum)
 
 
+def _note_cache_faults(command: str) -> None:
+    """One note per command for the compile cache's read/write failures (JAX warned per
+    program, 16 lines a run), naming the cache and the fix."""
+    faults = take_cache_faults()
+    if not faults:
+        return
+    folder, how, e = faults[0]
+    fix = ("remove it" if isinstance(e, IsADirectoryError) else
+           WRITE_FIXES.get(e.errno, "check its folder") if e.errno != errno.EACCES else
+           "make it writable")
+    where = f" ({e.filename})" if isinstance(e, IsADirectoryError) and e.filename else ""
+    n = len(faults)
+    print(f"jaxppo {command}: note: the compile cache {folder} could not be {how}{where} "
+          f"({e.strerror or e}; {plural(n, 'program')} compiled without it): {fix}, set "
+          "JAXPPO_CACHE_DIR to another folder, or pass --no-cache", file=sys.stderr)
+
+
 def _note_damaged_cache(command: str) -> None:
+    _note_cache_faults(command)
     damaged = take_damaged_cache_entries()
     if damaged:
         what = "1 entry" if len(damaged) == 1 else f"{len(damaged)} entries"
@@ -110,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         if held is not None:
             raise StopNow(held)
         take_damaged_cache_entries()  # an earlier caller's in this process: not this command's
+        take_cache_faults()
         setup_compilation_cache(not args.no_cache)
         try:
             return args.func(args)
