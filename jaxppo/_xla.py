@@ -23,6 +23,7 @@ not read. JAXPPO_KEEP_XLA_FLAGS=1 leaves XLA_FLAGS exactly as you set them.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -138,6 +139,40 @@ def take_cache_faults() -> list[tuple[str, str, OSError]]:
     return taken
 
 
+_UNVERIFIED: list[str] = []
+DIGEST_SUFFIX = ".jaxppo-sha256"
+
+
+def digest_path(entry: str) -> str:
+    """The SHA-256 file beside a compile-cache entry jaxppo wrote (JAX reads `*-cache` only)."""
+    return entry + DIGEST_SUFFIX
+
+
+def _write_digest(entry: str, value: bytes) -> None:
+    tmp = f"{digest_path(entry)}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(hashlib.sha256(value).hexdigest())
+    os.replace(tmp, digest_path(entry))
+
+
+def _digest_matches(entry: str, value: bytes) -> bool:
+    """An entry decompresses, but XLA would run its code as it is (a damaged executable
+    crashes the process): only an entry whose bytes jaxppo wrote, by its digest, is used."""
+    try:
+        with open(digest_path(entry), encoding="ascii") as f:
+            return f.read().strip() == hashlib.sha256(value).hexdigest()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def take_unverified_cache_entries() -> list[str]:
+    """The compile-cache entries removed since the last call because jaxppo had not written
+    them (no digest, or another one): an older jaxppo's, or a hand-made or damaged one."""
+    taken = list(_UNVERIFIED)
+    del _UNVERIFIED[:]
+    return taken
+
+
 def take_damaged_cache_entries() -> list[str]:
     """The compile-cache files found unreadable and removed since the last call (for the
     CLI's note)."""
@@ -166,10 +201,13 @@ def _drop_damaged_cache_entries() -> None:
         existed = os.path.lexists(path)
         try:
             write(self, key, value)
+            if not existed and not getattr(self, "eviction_enabled", True):
+                _write_digest(path, value)  # what `get` checks before XLA reads the code
         except OSError as e:  # the program is compiled; only its entry is lost: said once
             if not existed:  # never leave half an entry (a full disk) for the next run
-                with contextlib.suppress(OSError):
-                    os.remove(path)
+                for p in (path, digest_path(path)):
+                    with contextlib.suppress(OSError):
+                        os.remove(p)
             _FAULTS.append((str(self.path), "written", e))
 
     def get(self, key: str) -> bytes | None:
@@ -193,6 +231,13 @@ def _drop_damaged_cache_entries() -> None:
             except OSError:
                 return value  # cannot be removed (a read-only cache): JAX warns as before
             _DAMAGED.append(path)
+            return None
+        path = os.path.join(str(self.path), f"{key}{suffix}")
+        if not _digest_matches(path, value):  # not what jaxppo wrote: its code is never run
+            for p in (path, digest_path(path)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(p)
+            _UNVERIFIED.append(path)
             return None
         return value
 

@@ -1,6 +1,7 @@
 """Compile-cache trouble is one note per command naming the cache and the fix, not JAX's
 warnings per program (16 lines a run): a cache that cannot be written (a full or read-only
-disk) and an entry that cannot be read (a directory) (issue #54, item 8)."""
+disk) and an entry that cannot be read (a directory); an entry jaxppo did not write is
+never handed to XLA (issue #54, item 8)."""
 
 import os
 import subprocess
@@ -8,6 +9,8 @@ import sys
 
 import pytest
 from test_faults import CARTPOLE, ROOT, TINY
+
+from jaxppo._xla import _jax_cache
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -57,3 +60,24 @@ def test_an_entry_that_is_a_directory_is_one_note(tmp_path):
     assert not [x for x in err if "Error reading" in x], err
     notes = [x for x in err if "compile cache" in x]
     assert len(notes) == 1 and "could not be read" in notes[0] and "remove it" in notes[0], err
+
+
+def test_an_entry_jaxppo_did_not_write_is_never_run(tmp_path):
+    """Reproduction: a hand-made entry whose code is damaged but decompresses (JAX checks
+    nothing more) was handed to XLA, which crashed the process (a segfault)."""
+    cache = tmp_path / "cache"
+    train(tmp_path, cache, "first")
+    entries = sorted(cache.glob("*-cache"))
+    assert entries and all(os.path.exists(f"{f}.jaxppo-sha256") for f in entries)
+    for f in entries:
+        code, secs = _jax_cache.extract_executable_and_time(
+            _jax_cache.decompress_executable(f.read_bytes()))
+        damaged = bytes(b ^ 0x5A for b in code[:len(code) // 2]) + code[len(code) // 2:]
+        f.write_bytes(_jax_cache.compress_executable(
+            _jax_cache.combine_executable_and_time(damaged, secs)))
+    err = train(tmp_path, cache, "second")
+    notes = [x for x in err if "compile cache" in x]
+    assert len(notes) == 1 and f"{len(entries)} entries" in notes[0], err
+    assert "had no digest jaxppo wrote" in notes[0] and "removed unrun" in notes[0]
+    assert not [x for x in err if "Error reading" in x], err
+    assert "compile cache" not in " ".join(train(tmp_path, cache, "third"))  # whole again

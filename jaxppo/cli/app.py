@@ -36,7 +36,12 @@ import jaxppo.cli.export as export
 import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
-from jaxppo._xla import setup_compilation_cache, take_cache_faults, take_damaged_cache_entries
+from jaxppo._xla import (
+    setup_compilation_cache,
+    take_cache_faults,
+    take_damaged_cache_entries,
+    take_unverified_cache_entries,
+)
 from jaxppo.errors import USER_CODE_EXIT, CheckpointError, ConfigError, EnvError, UsageError, UserCodeExit
 from jaxppo.labels import plural
 from jaxppo.process import SIGNALS, command_started, ctrl_c, note_signal, release_signals, work_abandoned
@@ -105,6 +110,13 @@ def _note_cache_faults(command: str) -> None:
 
 def _note_damaged_cache(command: str) -> None:
     _note_cache_faults(command)
+    unverified = take_unverified_cache_entries()
+    if unverified:
+        what = "1 entry" if len(unverified) == 1 else f"{len(unverified)} entries"
+        print(f"jaxppo {command}: note: {what} of the "
+              f"compile cache {os.path.dirname(unverified[0])} had no digest jaxppo wrote (an "
+              "older jaxppo's, or made or changed by hand): removed unrun, and compiled again",
+              file=sys.stderr)
     damaged = take_damaged_cache_entries()
     if damaged:
         what = "1 entry" if len(damaged) == 1 else f"{len(damaged)} entries"
@@ -132,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             raise StopNow(held)
         take_damaged_cache_entries()  # an earlier caller's in this process: not this command's
         take_cache_faults()
+        take_unverified_cache_entries()
         setup_compilation_cache(not args.no_cache)
         try:
             return args.func(args)
