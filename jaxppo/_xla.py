@@ -200,9 +200,10 @@ def _drop_damaged_cache_entries() -> None:
         path = os.path.join(str(self.path), f"{key}{suffix}")
         existed = os.path.lexists(path)
         try:
-            write(self, key, value)
             if not existed and not getattr(self, "eviction_enabled", True):
+                # first: a reader (another process) that sees the entry sees its digest too
                 _write_digest(path, value)  # what `get` checks before XLA reads the code
+            write(self, key, value)
         except OSError as e:  # the program is compiled; only its entry is lost: said once
             if not existed:  # never leave half an entry (a full disk) for the next run
                 for p in (path, digest_path(path)):
