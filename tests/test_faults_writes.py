@@ -80,3 +80,16 @@ def test_compare_writes_its_files_whole(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     assert sorted(os.listdir(out)) == ["compare.csv", "compare.md", "compare.png", "config.json"]
     assert json.load(open(out / "config.json"))["env_id"] == "CartPole-v1"
+
+
+def test_a_report_on_a_full_disk_is_one_line_with_the_fix(finished_run, tmp_path, capsys,
+                                                          monkeypatch):
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    code, _, err = cli(capsys, "report", finished_run, "--out", str(tmp_path / "rep"))
+    monkeypatch.undo()
+    assert code == 2
+    one_line(err, "cannot write the report", "No space left on device", "free some disk space")
+    assert not [n for n in os.listdir(tmp_path / "rep") if n.startswith(".tmp-")]

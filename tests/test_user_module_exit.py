@@ -79,3 +79,17 @@ def test_an_env_that_raises_keyboard_interrupt_is_no_ctrl_c(tmp_path):
                        num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(8,))
     with pytest.raises(EnvError, match="KeyboardInterrupt .no Ctrl-C came"):
         Experiment(config, logdir=str(tmp_path), progress=False, chunk_updates=1).run()
+
+
+class InterruptsAtBuild(Walk):
+    def __init__(self, **kw):
+        raise KeyboardInterrupt
+
+
+def test_an_env_constructor_that_raises_keyboard_interrupt_is_no_ctrl_c(tmp_path, capsys):
+    gymnasium.register("test/InterruptsAtBuild-v0", entry_point=InterruptsAtBuild)
+    code, _, err = cli(capsys, "train", "--config", CARTPOLE, *TINY, "--set",
+                       "env_id=gymnasium/test/InterruptsAtBuild-v0", "--logdir", str(tmp_path),
+                       "--no-progress")
+    assert code == 2, err
+    one_line(err, "raised KeyboardInterrupt (no Ctrl-C came")

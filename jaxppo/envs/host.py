@@ -144,6 +144,7 @@ class HostVecEnv:
         drawing = getattr(module, "RENDER_KWARGS", {}) if render else {}
         self._kwargs = {**kwargs, **drawing}
         self._box: list[HostSource | None] = [None]
+        seen = signals_seen()  # a KeyboardInterrupt with no new signal is the env's own
         weakref.finalize(self, _close, self._box)
         try:
             try:
@@ -156,6 +157,13 @@ class HostVecEnv:
         except SystemExit as e:  # an env's constructor that exits would end jaxppo silently
             raise ConfigError(f"config key 'env_id': building environment {env_id!r} raised "
                               f"SystemExit({e.code!r}); call it directly to see why") from None
+        except KeyboardInterrupt:
+            if signals_seen() > seen or signal.getsignal(signal.SIGINT) is \
+                    signal.default_int_handler:
+                raise  # a Ctrl-C: the user's stop
+            raise ConfigError(f"config key 'env_id': building environment {env_id!r} raised "
+                              "KeyboardInterrupt (no Ctrl-C came: its own code raised it); "
+                              "call it directly to see why") from None
         label = f"environment {env_id!r}"
         obs_space = pool.observation_space
         self.obs_shape: tuple[int, ...] = tuple(int(s) for s in obs_space.shape)
