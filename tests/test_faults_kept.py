@@ -19,8 +19,12 @@ pytestmark = pytest.mark.usefixtures("compile_cache")
 def test_a_failed_first_checkpoint_is_not_said_to_be_kept(tmp_path, capsys, monkeypatch):
     """Reproduction: the first checkpoint's write failed (a full disk), the line said 'the
     newest checkpoint is kept; ... continue with --resume', and the resume found none."""
+    original = checkpoint.write_atomic
+
     def full(path, data):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        if path.endswith("checkpoint.msgpack"):  # the disk fills as the checkpoint is written
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        original(path, data)
 
     monkeypatch.setattr(checkpoint, "write_atomic", full)
     code, _, err = cli(capsys, "train", "--config", CARTPOLE, *TINY, "--logdir", str(tmp_path),
