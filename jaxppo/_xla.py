@@ -22,6 +22,8 @@ not read. JAXPPO_KEEP_XLA_FLAGS=1 leaves XLA_FLAGS exactly as you set them.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -126,6 +128,51 @@ _DAMAGED: list[str] = []
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame's first bytes (a zlib stream's: 0x78)
 
 
+_FAULTS: list[tuple[str, str, OSError]] = []  # (cache dir, "read"/"written", the error)
+
+
+def take_cache_faults() -> list[tuple[str, str, OSError]]:
+    """The compile cache's read and write failures since the last call (a full or read-only
+    cache disk, an entry that is a directory): JAX warned per program; the CLI says one note."""
+    taken = list(_FAULTS)
+    del _FAULTS[:]
+    return taken
+
+
+_UNVERIFIED: list[str] = []
+DIGEST_SUFFIX = ".jaxppo-sha256"
+
+
+def digest_path(entry: str) -> str:
+    """The SHA-256 file beside a compile-cache entry jaxppo wrote (JAX reads `*-cache` only)."""
+    return entry + DIGEST_SUFFIX
+
+
+def _write_digest(entry: str, value: bytes) -> None:
+    tmp = f"{digest_path(entry)}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(hashlib.sha256(value).hexdigest())
+    os.replace(tmp, digest_path(entry))
+
+
+def _digest_matches(entry: str, value: bytes) -> bool:
+    """An entry decompresses, but XLA would run its code as it is (a damaged executable
+    crashes the process): only an entry whose bytes jaxppo wrote, by its digest, is used."""
+    try:
+        with open(digest_path(entry), encoding="ascii") as f:
+            return f.read().strip() == hashlib.sha256(value).hexdigest()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def take_unverified_cache_entries() -> list[str]:
+    """The compile-cache entries removed since the last call because jaxppo had not written
+    them (no digest, or another one): an older jaxppo's, or a hand-made or damaged one."""
+    taken = list(_UNVERIFIED)
+    del _UNVERIFIED[:]
+    return taken
+
+
 def take_damaged_cache_entries() -> list[str]:
     """The compile-cache files found unreadable and removed since the last call (for the
     CLI's note)."""
@@ -147,8 +194,29 @@ def _drop_damaged_cache_entries() -> None:
     if getattr(read, "drops_damaged", False):
         return
 
+    write = cache.put
+
+    def put(self, key: str, value: bytes) -> None:
+        path = os.path.join(str(self.path), f"{key}{suffix}")
+        existed = os.path.lexists(path)
+        try:
+            if not existed and not getattr(self, "eviction_enabled", True):
+                # first: a reader (another process) that sees the entry sees its digest too
+                _write_digest(path, value)  # what `get` checks before XLA reads the code
+            write(self, key, value)
+        except OSError as e:  # the program is compiled; only its entry is lost: said once
+            if not existed:  # never leave half an entry (a full disk) for the next run
+                for p in (path, digest_path(path)):
+                    with contextlib.suppress(OSError):
+                        os.remove(p)
+            _FAULTS.append((str(self.path), "written", e))
+
     def get(self, key: str) -> bytes | None:
-        value = read(self, key)
+        try:
+            value = read(self, key)
+        except OSError as e:  # unreadable (a directory, no permission): a miss, said once
+            _FAULTS.append((str(self.path), "read", e))
+            return None
         if value is None or getattr(self, "eviction_enabled", True):
             return value  # with eviction on, JAX's lock guards its files: left to JAX
         try:
@@ -165,7 +233,14 @@ def _drop_damaged_cache_entries() -> None:
                 return value  # cannot be removed (a read-only cache): JAX warns as before
             _DAMAGED.append(path)
             return None
+        path = os.path.join(str(self.path), f"{key}{suffix}")
+        if not _digest_matches(path, value):  # not what jaxppo wrote: its code is never run
+            for p in (path, digest_path(path)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(p)
+            _UNVERIFIED.append(path)
+            return None
         return value
 
     get.drops_damaged = True
-    cache.get = get
+    cache.get, cache.put = get, put

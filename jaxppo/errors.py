@@ -43,3 +43,14 @@ class UsageError(Exception):
 class EnvError(RuntimeError):
     """An environment on the host failed mid-run (raised, or gave a wrong shape or dtype); the
     message names the env and the step. Exit status 2 in the CLI; earlier checkpoints stand."""
+
+
+class UserCodeExit(Exception):
+    """A module of yours (`--import`, `env_imports`, `env_id: gymnasium/<module>:<id>` or
+    `<module>:<Name>`) raised SystemExit, or KeyboardInterrupt with no Ctrl-C, while jaxppo
+    imported it; the message names the module and what it raised. Exit status 4 in the CLI:
+    never 0 (nothing succeeded), 3 (nothing diverged) or 128 + N (no signal came)."""
+
+
+USER_CODE_EXIT = 4
+"""The CLI's exit status for `UserCodeExit`."""

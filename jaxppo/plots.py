@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import matplotlib
@@ -9,6 +10,20 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from jaxppo.writes import write_atomic  # noqa: E402
+
+
+def save_figure(fig, path: str, **kw) -> None:
+    """Render `fig` (in the format its name ends with) and write it whole (`write_atomic`): a
+    full disk leaves the earlier figure, never half of one."""
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format=path.rsplit(".", 1)[-1].lower() if "." in path else "png", **kw)
+    finally:
+        plt.close(fig)
+    write_atomic(path, buf.getvalue())
+
 
 LINESTYLES = ("-", "--", ":", "-.")
 
@@ -67,8 +82,7 @@ def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str
         legend_outside(ax, len(groups) + (threshold is not None))
     else:
         ax.legend(loc="lower right")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray,
@@ -86,15 +100,13 @@ def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def plot_compare(path: str, rows: list[dict], title: str) -> None:
     """`jaxppo compare`: SPS (log scale) and time to solve, one bar per system."""
     fig = compare_figure(rows, title)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def has_bar(row: dict) -> bool:
@@ -189,8 +201,7 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str = "",
@@ -212,8 +223,7 @@ def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str
         ax.grid(alpha=0.3)
         legend_outside(ax, len(curves))
     ax.set_title(title)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def plot_profiles(path: str, profiles: dict | None, scale: str, title: str = "") -> None:
@@ -239,5 +249,4 @@ def plot_profiles(path: str, profiles: dict | None, scale: str, title: str = "")
         ax.grid(alpha=0.3)
         legend_outside(ax, len(lines))
     ax.set_title(title)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, bbox_inches="tight")

@@ -32,6 +32,7 @@ IMPORTED = time.perf_counter()
 SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
                 if s is not None)
 
+_signals_seen = [0]  # stop signals this process's jaxppo handlers took (Ctrl-C, TERM, HUP)
 _held: dict[int, object] = {}  # signal -> the handler it had before `hold_signals`
 _pending: list[int] = []
 
@@ -73,8 +74,26 @@ def is_command() -> bool:
     return os.path.basename(sys.argv[0] or "") in ("jaxppo", "jaxppo.exe")
 
 
+def note_signal() -> None:
+    """A jaxppo handler took a stop signal: a KeyboardInterrupt after it is the signal's."""
+    _signals_seen[0] += 1
+
+
+def signals_seen() -> int:
+    """How many stop signals jaxppo's handlers took: a KeyboardInterrupt raised with no new
+    one since a module's code began is that code's own (`raise KeyboardInterrupt`), no Ctrl-C."""
+    return _signals_seen[0]
+
+
+def ctrl_c(signum, frame) -> None:
+    """Python's own SIGINT handler (raise KeyboardInterrupt), counted (`signals_seen`)."""
+    note_signal()
+    raise KeyboardInterrupt
+
+
 def _record(signum, frame) -> None:
     """The first signal is kept for `main()`; a second stops at once, as in a run."""
+    note_signal()
     if _pending:
         release_signals()
         raise KeyboardInterrupt(signal.Signals(signum).name)
@@ -142,6 +161,7 @@ class StopFlag:
         return self
 
     def _handle(self, signum, frame):
+        note_signal()
         if self.signum is not None:
             raise StopNow(signum)
         self.signum = signum

@@ -4,6 +4,7 @@ closed pipes, interrupts during compile, and numbers no machine can hold. Each g
 naming the problem (never a traceback) and leaves the run resumable."""
 
 import glob
+import hashlib
 import json
 import os
 import signal
@@ -256,10 +257,13 @@ def test_only_a_cut_entry_of_this_jaxs_codec_is_removed_from_the_compile_cache(t
     entries = {"whole": whole, "cut": whole[:len(whole) // 2], "empty": b"", "other": other}
     for key, value in entries.items():
         (tmp_path / f"{key}-cache").write_bytes(value)
+    # the digest jaxppo writes beside its own entries (an entry without one is never run)
+    (tmp_path / "whole-cache.jaxppo-sha256").write_text(hashlib.sha256(whole).hexdigest())
     take_damaged_cache_entries()
     got = {key: cache.get(key) for key in entries}
     assert got == {"whole": whole, "cut": None, "empty": None, "other": other}
-    assert sorted(os.listdir(tmp_path)) == ["other-cache", "whole-cache"]
+    assert sorted(os.listdir(tmp_path)) == ["other-cache", "whole-cache",
+                                            "whole-cache.jaxppo-sha256"]
     assert sorted(map(os.path.basename, take_damaged_cache_entries())) == ["cut-cache",
                                                                           "empty-cache"]
 

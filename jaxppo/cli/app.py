@@ -23,6 +23,7 @@ A verb is a module with `add_parser(sub)` (which sets `func`): add it to `VERBS`
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -35,10 +36,25 @@ import jaxppo.cli.export as export
 import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
-from jaxppo._xla import setup_compilation_cache, take_damaged_cache_entries
-from jaxppo.errors import CheckpointError, ConfigError, EnvError, UsageError
-from jaxppo.process import SIGNALS, StopNow, command_started, exit_process, release_signals
+from jaxppo._xla import (
+    setup_compilation_cache,
+    take_cache_faults,
+    take_damaged_cache_entries,
+    take_unverified_cache_entries,
+)
+from jaxppo.errors import USER_CODE_EXIT, CheckpointError, ConfigError, EnvError, UsageError, UserCodeExit
+from jaxppo.labels import plural
+from jaxppo.process import (
+    SIGNALS,
+    StopNow,
+    command_started,
+    ctrl_c,
+    exit_process,
+    note_signal,
+    release_signals,
+)
 from jaxppo.run.files import PipeSafe
+from jaxppo.writes import WRITE_FIXES
 
 VERBS = (train, sweep, compare, evaluate, export, report, config)
 """The verbs, in the order `jaxppo --help` lists them."""
@@ -78,10 +94,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _interrupt(signum, frame):
     """SIGTERM and SIGHUP outside a run act as Ctrl-C does (a run holds them itself)."""
+    note_signal()
     raise StopNow(signum)
 
 
+def _note_cache_faults(command: str) -> None:
+    """One note per command for the compile cache's read/write failures (JAX warned per
+    program, 16 lines a run), naming the cache and the fix."""
+    faults = take_cache_faults()
+    if not faults:
+        return
+    folder, how, e = faults[0]
+    fix = ("remove it" if isinstance(e, IsADirectoryError) else
+           WRITE_FIXES.get(e.errno, "check its folder") if e.errno != errno.EACCES else
+           "make it writable")
+    where = f" ({e.filename})" if isinstance(e, IsADirectoryError) and e.filename else ""
+    n = len(faults)
+    print(f"jaxppo {command}: note: the compile cache {folder} could not be {how}{where} "
+          f"({e.strerror or e}; {plural(n, 'program')} compiled without it): {fix}, set "
+          "JAXPPO_CACHE_DIR to another folder, or pass --no-cache", file=sys.stderr)
+
+
 def _note_damaged_cache(command: str) -> None:
+    _note_cache_faults(command)
+    unverified = take_unverified_cache_entries()
+    if unverified:
+        what = "1 entry" if len(unverified) == 1 else f"{len(unverified)} entries"
+        print(f"jaxppo {command}: note: {what} of the "
+              f"compile cache {os.path.dirname(unverified[0])} had no digest jaxppo wrote (an "
+              "older jaxppo's, or made or changed by hand): removed unrun, and compiled again",
+              file=sys.stderr)
     damaged = take_damaged_cache_entries()
     if damaged:
         what = "1 entry" if len(damaged) == 1 else f"{len(damaged)} entries"
@@ -101,11 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         old = {s: signal.signal(s, _interrupt) for s in SIGNALS if s != signal.SIGINT
                and signal.getsignal(s) == signal.SIG_DFL}
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # counted, so a
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, ctrl_c)  # module's own is told
     stdout, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
         if held is not None:
             raise StopNow(held)
         take_damaged_cache_entries()  # an earlier caller's in this process: not this command's
+        take_cache_faults()
+        take_unverified_cache_entries()
         setup_compilation_cache(not args.no_cache)
         try:
             return args.func(args)
@@ -114,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UsageError, CheckpointError, EnvError) as e:
         print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
+    except UserCodeExit as e:  # a module of yours exited: neither success nor divergence
+        print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
+        return USER_CODE_EXIT
     except MemoryError:  # the host ran out (a limit below what the estimate assumed free)
         print(f"jaxppo {args.command}: error: the host ran out of memory (MemoryError); "
               "give it fewer settings, seeds or episodes at once, or more memory",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import os
 import signal
 import sys
@@ -18,12 +17,14 @@ from jaxppo.config import PPOConfig, load_config, parse_overrides
 from jaxppo.envs.imports import import_env_modules
 from jaxppo.errors import UsageError
 from jaxppo.labels import plural
+from jaxppo.run.checkpoint import saved_update
 from jaxppo.run.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.run.divergence import describe_divergence
 from jaxppo.run.events import Callback, RunInfo
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.logs.wandb import WandbLogger
 from jaxppo.search.strategies import OPTIONS
+from jaxppo.writes import WRITE_FIXES
 
 EXAMPLE_CONFIG = os.path.join("configs", "cartpole.yaml")
 
@@ -68,19 +69,20 @@ def num_text(x: float) -> str:
     return f"{x:.1f}" if abs(x) >= 10 or x == 0 else f"{x:.3g}"
 
 
-def final_return_text(s: dict) -> str:
-    """summary.json's final return as text; "none" for seeds in which no episode ended."""
+def final_return_text(s: dict, unit: str = "seeds") -> str:
+    """summary.json's final return as text; "none" for seeds in which no episode ended.
+    `unit`: what its runs are ("agents" for a sweep's settings x seeds)."""
     n, missing = len(s["final_return"]), s["runs_without_return"]
     bad = s.get("runs_nonfinite_return", 0)
     none = f"no episode ended in {s['env_steps']:,} steps"
-    why = [f"none for {missing} of {n} seeds: {none}"] if missing else []
-    why += [f"NaN/Inf for {bad} of {n} seeds: diverged"] if bad else []
+    why = [f"none for {missing} of {n} {unit}: {none}"] if missing else []
+    why += [f"NaN/Inf for {bad} of {n} {unit}: diverged"] if bad else []
     if s["final_return_mean"] is None:
         return f"none ({'; '.join(why) if bad else none})"
     have = n - missing - bad
     text = num_text(s["final_return_mean"])
     if have > 1:
-        text += f" ± {num_text(s['final_return_std'])} over {have} seeds"
+        text += f" ± {num_text(s['final_return_std'])} over {have} {unit}"
     return text + (f" ({'; '.join(why)})" if why else "")
 
 
@@ -105,17 +107,7 @@ class Header(Callback):
             print(f"resuming at update {info.start_update}/{info.config.num_updates}", flush=True)
 
 
-OS_FIXES = {
-    errno.ENOSPC: "free some disk space",
-    errno.EDQUOT: "free some space within your disk quota",
-    errno.EFBIG: "raise the file-size limit (ulimit -f)",
-    errno.EMFILE: "raise the open-file limit (ulimit -n)",
-    errno.ENFILE: "close other programs' files (the system's open-file table is full)",
-    errno.EROFS: "the file system is read-only: remount it writable (or copy the run "
-                 "directory to a writable disk)",
-    errno.EIO: "check the disk (the system's log names the fault)",
-    errno.EACCES: "make the run directory writable",
-}
+OS_FIXES = WRITE_FIXES
 """What to do about a failed write, by its errno: said before `continue with`."""
 
 
@@ -143,8 +135,10 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
     then = f"{fix}, then " if fix else ""
     sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
                   f"--resume {resume_dir}" if resume_dir else "")
-    if run_dir and os.path.exists(os.path.join(run_dir, "checkpoint")):
-        print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept; "
+    kept = saved_update(run_dir)  # read back: a first save that failed left none
+    if kept is not None:
+        print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept (update "
+              f"{kept}); "
               f"{then}continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
               file=sys.stderr)
     elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
@@ -164,9 +158,11 @@ def stopped(result, command: str, resume_dir: str | None = None) -> int | None:
     `resume_dir`: what `--resume` continues, when not the run's own directory."""
     if result.diverged is not None and command == "train":  # a sweep goes on: cmd_sweep
         what, fix = describe_divergence(result.diverged, result.config)
-        kept = (f"the last good checkpoint (update {result.good_update}) is kept in "
-                f"{result.run_dir}" if result.good_update else
-                f"no finite state was reached to checkpoint (the logs are in {result.run_dir})")
+        saved = saved_update(result.run_dir)
+        kept = (f"the last good checkpoint (update {saved}) is kept in {result.run_dir}"
+                if saved is not None and result.good_update else
+                f"no finite state was reached to checkpoint (the logs are in {result.run_dir})"
+                if not result.good_update else "no checkpoint of it was saved")
         print(f"jaxppo {command}: error: {what}; {kept}; {fix}", file=sys.stderr)
         return 3
     if result.stop_signal is not None:
@@ -177,6 +173,14 @@ def stopped(result, command: str, resume_dir: str | None = None) -> int | None:
               file=sys.stderr)
         return 128 + result.stop_signal
     return None
+
+
+def runs_text(exp: Experiment) -> str:
+    """What a run's agents are: `3 seed(s)`, or a sweep's `2 settings x 2 seed(s)` (not 4
+    seeds: its agents differ by setting too)."""
+    if exp.settings is None:
+        return f"{exp.num_runs} seed(s)"
+    return f"{len(exp.settings)} settings x {exp.seeds} seed(s)"
 
 
 def since_start(args) -> float:
@@ -218,7 +222,8 @@ def refuse_with_resume(args) -> None:
 def add_resume_args(sp, what: str) -> None:
     """`--checkpoint-every`, `--resume` and `--repair-log`: train's and sweep's alike."""
     sp.add_argument("--checkpoint-every", type=positive_int("--checkpoint-every"), default=None,
-                    metavar="UPDATES", help="save a checkpoint every this many updates")
+                    metavar="UPDATES", help="save a checkpoint every this many updates (chunks "
+                    "end where one is due: a kill loses at most this many)")
     sp.add_argument("--resume", metavar="RUN_DIR", help=f"continue a stopped {what}")
     sp.add_argument("--repair-log", action="store_true",
                     help="with --resume: keep a damaged metrics.csv's good rows and record the "

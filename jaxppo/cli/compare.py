@@ -4,6 +4,7 @@ one run (the compare extra)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -68,6 +69,12 @@ def cmd_compare(args) -> int:
     except RuntimeError as e:
         print(f"jaxppo compare: error: {e}", file=sys.stderr)
         return 1
+    except cmp.CompareInterrupted as e:  # what was measured is written: say so, and where
+        name = signal.Signals(e.signum).name
+        print(f"jaxppo compare: stopped by {name} after {sum(r['repeats'] for r in e.rows)} "
+              f"complete run(s); wrote what was measured to {e.out_dir}/compare.md, "
+              "compare.csv, compare.png", file=sys.stderr)
+        return 128 + e.signum
     finally:  # refused or interrupted before writing anything: no empty folder is left
         if created and os.path.isdir(out_dir) and not os.listdir(out_dir):
             os.rmdir(out_dir)

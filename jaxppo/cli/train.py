@@ -12,6 +12,7 @@ from jaxppo.cli.common import (
     refuse_repair_log,
     refuse_with_resume,
     run_experiment,
+    runs_text,
     say_rebuilt,
     setup_devices,
     stopped,
@@ -49,7 +50,7 @@ def cmd_train(args) -> int:
         config = load_run_config(args)
         exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
-    result, code = run_experiment(exp, args, f"jaxppo: {exp.config.env_id} | {exp.num_runs} seed(s)")
+    result, code = run_experiment(exp, args, f"jaxppo: {exp.config.env_id} | {runs_text(exp)}")
     if result is None:
         return code
     if result.rebuilt:
@@ -66,6 +67,7 @@ def cmd_train(args) -> int:
                  "the command started")
         print(f"{exp.config.env_id} solved in {solved['wall_s']:.1f} s after "
               f"{solved['episodes']:,.0f} episodes ({solved['env_steps']:,} steps){since}")
-    print(f"final return: {final_return_text(s)} | {s['sps']:,.0f} SPS | "
+    unit = "seeds" if exp.settings is None else f"agents of {len(exp.settings)} settings"
+    print(f"final return: {final_return_text(s, unit)} | {s['sps']:,.0f} SPS | "
           f"{timing_text(args, result)}")
     return 0

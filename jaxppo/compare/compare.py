@@ -45,9 +45,17 @@ from jaxppo.compare.fit import (
     process_bytes,
     usable_cores,
 )
-from jaxppo.compare.table import add_ratios, aggregate, label, write_outputs
+from jaxppo.compare.table import (  # noqa: F401 - CompareInterrupted: the CLI's too
+    CompareInterrupted,
+    add_ratios,
+    label,
+    measured,
+    stopped_early,
+    table_markdown,
+    write_outputs,
+)
 from jaxppo.config import PPOConfig
-from jaxppo.errors import ConfigError
+from jaxppo.errors import ConfigError, UsageError
 from jaxppo.machine import describe
 from jaxppo.process import exit_process
 from jaxppo.run.experiment import Experiment
@@ -224,8 +232,9 @@ def _run_jaxppo(config: PPOConfig, seeds: int, seed: int, t0: float) -> dict:
     setup = before + result.compile_s
     run_s = time.perf_counter() - t0 - setup
     solved = result.solved
-    return {"setup_s": setup, "run_s": run_s, "env_steps": config.env_steps * seeds,
-            "sps": config.env_steps * seeds / run_s, "threads": usable_cores(),
+    done = result.update * config.batch_size * seeds  # a stopped run's own, not the config's
+    return {"setup_s": setup, "run_s": run_s, "env_steps": done, "status": result.status,
+            "sps": done / run_s, "threads": usable_cores(),
             "platform": jax.default_backend(),
             "solve_s": before + solved["wall_s"] if solved else None,
             "solve_steps": solved["env_steps"] if solved else None,
@@ -261,8 +270,10 @@ def _run_sb3(config: PPOConfig, subproc: bool, seed: int, t0: float) -> dict:
     model.get_env().close()
     import torch
 
-    return {"setup_s": setup, "run_s": run_s, "env_steps": config.env_steps,
-            "sps": config.env_steps / run_s, "threads": torch.get_num_threads(),
+    done = int(model.num_timesteps)
+    return {"setup_s": setup, "run_s": run_s, "env_steps": done,
+            "status": "finished" if done >= config.env_steps else "stopped",
+            "sps": done / run_s, "threads": torch.get_num_threads(),
             "solve_s": state["solve_s"],
             "solve_steps": state["solve_steps"], "final_return": state["final"]}
 
@@ -370,9 +381,9 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     runs: dict[str, list[dict]] = {s: [] for s in systems}
     threshold = solve_threshold(config.env_id)
     payload = json.dumps(config.to_dict())
-    loads = []
-    for k in range(repeats):
-        for system in systems:
+    loads, short = [], []
+    try:
+        for k, system in ((k, s) for k in range(repeats) for s in systems):
             echo(f"[{k + 1}/{repeats}] {label(system, config, seeds)} ...")
             # SB3's side touches JAX only to read gymnax's MinAtar time limit: keep it off the
             # accelerator (no GPU memory grabbed, no device start-up in its setup time).
@@ -382,10 +393,18 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
             proc = subprocess.run([*CHILD, system, payload,
                                    str(seeds), str(seed + k), str(sb3_threads)],
                                   capture_output=True, text=True, env=child_env)
-            if proc.returncode != 0:
+            lines = proc.stdout.strip().splitlines()
+            killed = proc.returncode < 0 or proc.returncode >= 128  # a signal ended the child
+            if proc.returncode != 0 and not killed:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
-            result = {**json.loads(proc.stdout.strip().splitlines()[-1]), "load": loads[-1]}
+            result = ({**json.loads(lines[-1]), "load": loads[-1]} if lines and not killed else
+                      {"status": f"killed (exit {proc.returncode})", "env_steps": 0})
+            cut = stopped_early(system, k, result, config, seeds)
+            if cut:  # a stopped or short child is no measurement
+                short.append(cut)
+                echo(f"      {cut}")
+                continue
             runs[system].append(result)
             solve = (f"{result['solve_s']:.1f} s" if result["solve_s"] is not None
                      else "not solved" if threshold is not None else "no threshold")
@@ -393,9 +412,13 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
             echo(f"      setup {result['setup_s']:.1f} s, {result['sps']:,.0f} SPS, "
                  f"solved: {solve}, final return "
                  f"{'- (no episode ended)' if final is None else f'{final:.1f}'}")
+    except KeyboardInterrupt as e:  # what was measured is kept: the caller writes it
+        stop = e
+    else:
+        stop = None
     busy = load_note(loads)
-    return [aggregate(system, runs[system], config, seeds, threshold is not None)
-            for system in systems], notes + ([busy] if busy else [])
+    return measured(runs, config, seeds, threshold is not None,
+                    notes + short + ([busy] if busy else []), stop, repeats)
 
 
 def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: int,
@@ -408,8 +431,12 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
          f"each, interleaved, one child process per run | out {out_dir}")
     for n in notes:
         echo(f"note: {n}")
-    rows, notes = compare(config, repeats=repeats, seeds=seeds, systems=systems, seed=seed,
-                          warm_cache=warm_cache, sb3_threads=sb3_threads, echo=echo)
+    stop = None
+    try:
+        rows, notes = compare(config, repeats=repeats, seeds=seeds, systems=systems, seed=seed,
+                              warm_cache=warm_cache, sb3_threads=sb3_threads, echo=echo)
+    except CompareInterrupted as e:  # written below, then raised again
+        rows, notes, stop = e.rows, e.notes, e
     add_ratios(rows)
     cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
     loads = [r["load"] for r in rows if r.get("load") is not None]
@@ -419,7 +446,16 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
     header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {repeats} "
               f"interleaved repeat(s); {describe()}; {versions(config.env_id)}; jaxppo: {cache}"
               f"{threads}{load}")
-    return write_outputs(out_dir, rows, same, notes, header)
+    try:
+        md = write_outputs(out_dir, rows, same, notes, header)
+        if stop is not None:
+            stop.out_dir = out_dir
+            raise stop
+        return md
+    except UsageError as e:  # a full disk after every run: the measurements are not lost
+        echo("")
+        echo(table_markdown(rows, notes, header))
+        raise UsageError(f"{e} (the table is printed above)") from None
 
 
 if __name__ == "__main__":

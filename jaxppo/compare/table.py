@@ -4,6 +4,7 @@ the files (compare.md, compare.csv, config.json, compare.png)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import statistics
@@ -11,6 +12,7 @@ import statistics
 from jaxppo.compare.fit import threads_text
 from jaxppo.config import PPOConfig
 from jaxppo.plots import has_bar, plot_compare
+from jaxppo.writes import write_failed, write_whole
 
 
 def label(system: str, config: PPOConfig, seeds: int) -> str:
@@ -47,6 +49,50 @@ def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
     }
 
 
+def stopped_early(system: str, k: int, result: dict, config: PPOConfig,
+                  seeds: int) -> str | None:
+    """The note for a child that stopped before its budget (a signal, a divergence): such a
+    run is no measurement of the system and is never counted. None for a whole run."""
+    want = config.env_steps * (seeds if system == "jaxppo-seeds" else 1)
+    status = result.get("status", "finished")
+    if status == "finished" and result["env_steps"] >= want:
+        return None
+    return (f"{system} repeat {k + 1} stopped early ({status}, {result['env_steps']:,} of "
+            f"{want:,} steps): not counted")
+
+
+class CompareInterrupted(KeyboardInterrupt):
+    """A Ctrl-C (or SIGTERM) during compare after some runs completed: their rows and notes,
+    for `compare_and_report` to write before the command stops (`out_dir`: where)."""
+
+    def __init__(self, rows: list[dict], notes: list[str], cause: BaseException):
+        super().__init__("interrupted")
+        self.rows, self.notes = rows, notes
+        self.signum = getattr(cause, "signum", 2)
+        self.out_dir: str | None = None
+
+
+def measured(runs: dict[str, list[dict]], config: PPOConfig, seeds: int, has_threshold: bool,
+             notes: list[str], stop: BaseException | None,
+             repeats: int) -> tuple[list[dict], list[str]]:
+    """The rows of the systems with a complete run, and the notes; after a stop, a
+    `CompareInterrupted` holding them (the stop itself when nothing completed)."""
+    rows = [aggregate(s, r, config, seeds, has_threshold) for s, r in runs.items() if r]
+    missing = [s for s, r in runs.items() if not r]
+    if stop is not None:
+        done = sum(len(r) for r in runs.values())
+        if not done:
+            raise stop
+        raise CompareInterrupted(rows, notes + [
+            f"interrupted after {done} complete run(s) of {repeats * len(runs)}: the table "
+            "holds what was measured (its repeats column says how many each)"], stop)
+    if not rows:
+        raise RuntimeError("no system completed a run (every one stopped early)")
+    if missing:
+        notes = notes + [f"no complete run of {', '.join(missing)}: left out of the table"]
+    return rows, notes
+
+
 def add_ratios(rows: list[dict]) -> None:
     """SPS of each system over each SB3 variant's (the headline ×)."""
     for ref in ("sb3-dummy", "sb3-subproc"):
@@ -80,15 +126,16 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
                   header: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     md = table_markdown(rows, notes, header)
-    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
-        f.write(md)
-    keys = list(rows[0])
-    with open(os.path.join(out_dir, "compare.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(config.to_dict(), f, indent=2)
-    plot_compare(os.path.join(out_dir, "compare.png"), rows, f"{config.env_id}, "
-                 f"{config.env_steps:,} steps")
+    table = io.StringIO(newline="")
+    w = csv.DictWriter(table, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    for name, data in (("compare.md", md), ("compare.csv", table.getvalue()),
+                       ("config.json", json.dumps(config.to_dict(), indent=2))):
+        write_whole(os.path.join(out_dir, name), data, f"compare's {name}")
+    png = os.path.join(out_dir, "compare.png")
+    try:
+        plot_compare(png, rows, f"{config.env_id}, {config.env_steps:,} steps")
+    except OSError as e:
+        raise write_failed(png, "compare's figure", e) from None
     return md

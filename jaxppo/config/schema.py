@@ -26,6 +26,7 @@ ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu")
 TORSOS = ("mlp", "cnn", "nature_cnn")
 NETWORKS = ("feedforward", "gru", "lstm")
 COMPUTE_DTYPES = ("float32", "bfloat16")
+FLOAT32_MAX = 3.4028234663852886e38
 MATMUL_PRECISIONS = ("default", "high", "highest")
 _INT32_MAX = 2**31 - 1
 
@@ -295,6 +296,9 @@ def _validate(c: PPOConfig) -> None:
         object.__setattr__(c, name, v)
         if isinstance(v, float) and not math.isfinite(v):
             _fail(name, f"got {v!r}", "use a finite number")
+        if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # would be Inf once on the device
+            _fail(name, f"got {v!r}, more than float32 (what the run computes in) holds "
+                  f"(largest {FLOAT32_MAX:.4g})", "use a smaller number")
 
     if c.reset not in RESETS:
         _fail("reset", f"got {c.reset!r}", f"use one of {list(RESETS)}")

@@ -35,6 +35,7 @@ Axis legend: N = num_envs, M = the pool's envs (N x the vmapped agents), T = num
 from __future__ import annotations
 
 import math
+import signal
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -50,6 +51,7 @@ from jaxppo.envs.sources.protocol import HostSource, HostStep, HostSuite
 from jaxppo.envs.spaces import ActionSpec, action_spec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError, EnvError
+from jaxppo.process import signals_seen
 
 
 def host_call(host_fn: Callable[..., tuple], result_shapes: Callable[[int], tuple]):
@@ -142,6 +144,7 @@ class HostVecEnv:
         drawing = getattr(module, "RENDER_KWARGS", {}) if render else {}
         self._kwargs = {**kwargs, **drawing}
         self._box: list[HostSource | None] = [None]
+        seen = signals_seen()  # a KeyboardInterrupt with no new signal is the env's own
         weakref.finalize(self, _close, self._box)
         try:
             try:
@@ -154,6 +157,13 @@ class HostVecEnv:
         except SystemExit as e:  # an env's constructor that exits would end jaxppo silently
             raise ConfigError(f"config key 'env_id': building environment {env_id!r} raised "
                               f"SystemExit({e.code!r}); call it directly to see why") from None
+        except KeyboardInterrupt:
+            if signals_seen() > seen or signal.getsignal(signal.SIGINT) is \
+                    signal.default_int_handler:
+                raise  # a Ctrl-C: the user's stop
+            raise ConfigError(f"config key 'env_id': building environment {env_id!r} raised "
+                              "KeyboardInterrupt (no Ctrl-C came: its own code raised it); "
+                              "call it directly to see why") from None
         label = f"environment {env_id!r}"
         obs_space = pool.observation_space
         self.obs_shape: tuple[int, ...] = tuple(int(s) for s in obs_space.shape)
@@ -178,6 +188,7 @@ class HostVecEnv:
         self.fault: Fault | None = None
         self._closing = False  # callbacks in flight while closing step nothing
         self.steps = 0  # vectorised steps since the last reset (names a fault's step)
+        self._seen = signals_seen()  # as a reset or step began: a Ctrl-C after it is real
         self._reset_call = host_call(self._host_reset, self._reset_shapes)
         self._step_call = host_call(self._host_step, self._step_shapes)
 
@@ -240,8 +251,12 @@ class HostVecEnv:
         """Keep the first fault. Any exception is one: a source's `SystemExit` or a Ctrl-C
         raised while it ran must not escape into XLA (a runtime error, tracebacks)."""
         if self.fault is None:
-            interrupt = e if isinstance(e, KeyboardInterrupt) else None
-            what = "interrupted" if interrupt is not None else _first_line(e)
+            signalled = (hasattr(e, "signum") or signals_seen() > self._seen
+                         or signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+            interrupt = e if isinstance(e, KeyboardInterrupt) and signalled else None
+            what = ("interrupted" if interrupt is not None else
+                    "KeyboardInterrupt (no Ctrl-C came: the env's own code raised it)"
+                    if isinstance(e, KeyboardInterrupt) else _first_line(e))
             self.fault = Fault(where, self.steps, what, interrupt)
 
     def _obs(self, x: Any, m: int, name: str) -> np.ndarray:
@@ -251,7 +266,16 @@ class HostVecEnv:
             raise ValueError(f"{name} of shape {x.shape}, expected {(m, *self.obs_shape)}")
         if not np.can_cast(x.dtype, self._space_dtype, "same_kind"):
             raise ValueError(f"{name} of dtype {x.dtype}, expected {self._space_dtype}")
-        return x.astype(self.obs_dtype)
+        with np.errstate(over="ignore", invalid="ignore"):  # said below, as one line
+            out = x.astype(self.obs_dtype)
+        if x.dtype.kind == "f" and x.dtype.itemsize > out.dtype.itemsize:  # finite, too big:
+            big = np.isfinite(x) & ~np.isfinite(out)  # not the env's NaN/Inf, the cast's
+            if big.any():
+                raise ValueError(f"{name} holds {x[big].flat[0]:.3g}, a finite {x.dtype} value "
+                                 f"beyond {out.dtype}'s range (largest "
+                                 f"{np.finfo(out.dtype).max:.3g}), which the policy reads; "
+                                 "scale it down in the env")
+        return out
 
     def _flags(self, x: Any, m: int, name: str, dtype) -> np.ndarray:
         x = np.asarray(x)
@@ -261,7 +285,7 @@ class HostVecEnv:
 
     def _host_reset(self, seeds: np.ndarray) -> tuple:
         m = seeds.shape[0]
-        self.steps = 0
+        self.steps, self._seen = 0, signals_seen()
         if self.fault is None and not self._closing:
             try:
                 pool = self._build(m)
@@ -273,6 +297,7 @@ class HostVecEnv:
 
     def _host_step(self, token: np.ndarray, action: np.ndarray) -> tuple:
         m = token.shape[0]
+        self._seen = signals_seen()
         if self.fault is None and not self._closing:
             try:
                 pool = self._box[0]

@@ -39,9 +39,10 @@ import jaxppo.envs.sources.jumanji as jumanji_env
 import jaxppo.envs.sources.navix as navix_env
 import jaxppo.envs.sources.playground as playground_env
 import jaxppo.envs.sources.xminigrid as xminigrid_env
-from jaxppo.envs.imports import import_module
+from jaxppo.envs.imports import ended_by, import_module, missing_dependency
 from jaxppo.envs.sources.protocol import HostSuite, JaxSuite
 from jaxppo.errors import ConfigError
+from jaxppo.process import signals_seen
 
 _Suite = TypeVar("_Suite", JaxSuite, HostSuite)
 
@@ -206,8 +207,20 @@ def is_import_path(env_id: str) -> bool:
 def _import_target(env_id: str) -> Any:
     """The object `pkg.module:Name` names, or a one-line ConfigError."""
     module_name, _, attr = env_id.partition(":")
+    seen = signals_seen()
     try:
         obj: Any = import_module(module_name)
+    except ModuleNotFoundError as e:
+        dep = missing_dependency(module_name, e)
+        if dep:
+            raise ConfigError(f"config key 'env_id': {dep}") from None
+        raise ConfigError(f"config key 'env_id': cannot import {module_name!r} for {env_id!r} "
+                          f"({e}); install it or add its folder to PYTHONPATH") from None
+    except (SystemExit, KeyboardInterrupt) as e:
+        ended = ended_by(module_name, "config key 'env_id'", e, seen)
+        if ended is None:
+            raise
+        raise ended from None
     except ImportError as e:
         raise ConfigError(f"config key 'env_id': cannot import {module_name!r} for {env_id!r} "
                           f"({e}); install it or add its folder to PYTHONPATH") from None

@@ -23,6 +23,7 @@ from jaxppo.process import StopFlag, native_work
 from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.files import check_writable
 from jaxppo.run.memory import check_eval_memory
+from jaxppo.writes import write_whole
 
 
 def _zero_runs(x, runs: np.ndarray):
@@ -197,6 +198,9 @@ def _evaluate(run_dir, episodes: int, seed: int, deterministic: bool, out, env, 
     returns = np.where(skip[:, None], np.nan, returns)
     lengths = np.where(skip[:, None], 0, lengths)
     finished = np.where(skip[:, None], True, finished)
-    return EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
-                      ~finished, max_episode_steps(venv), updates_per_run(ckpt), bad,
-                      include_diverged)
+    result = EvalResult(returns, lengths, ckpt.config.env_id, ckpt.update, seed, deterministic,
+                        ~finished, max_episode_steps(venv), updates_per_run(ckpt), bad,
+                        include_diverged)
+    if out is not None:
+        write_whole(out, json.dumps(result.to_dict(), indent=1), "eval.json")
+    return result

@@ -14,6 +14,7 @@ content, writes it with the plots, and formats the table the CLI prints.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import numbers
@@ -38,6 +39,7 @@ from jaxppo.reports.stats import (
 )
 from jaxppo.run.files import write_atomic
 from jaxppo.run.summary import json_safe
+from jaxppo.writes import WRITE_FIXES
 
 CURVE_POINTS = 100  # points per sample-efficiency curve (each one is a bootstrap)
 PROFILE_POINTS = 101  # thresholds tau of a performance profile
@@ -336,8 +338,11 @@ def write(data: dict, groups: list[Group], out: str) -> None:
             profiles, what = {**profiles, "groups": {}}, "performance profile (one seed per run)"
         plot_profiles(os.path.join(out, "profile.png"), profiles, scale, f"{env}: {what}")
     except OSError as e:
-        raise UsageError(f"cannot write the report to '{out}' ({e.strerror or e}); pass a "
-                         "writable --out") from None
+        fix = WRITE_FIXES.get(e.errno) if e.errno != errno.EACCES else None
+        raise UsageError(f"cannot write the report to '{out}' ({e.strerror or e}); "
+                         f"{fix + ', or pass another --out' if fix else 'pass a writable --out'}"
+                         "; files written before are whole (each is written or left as it "
+                         "was)") from None
 
 
 __all__ = ["CURVE_POINTS", "FILES", "PROFILE_POINTS", "Report", "compute", "report", "write"]

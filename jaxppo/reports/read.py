@@ -127,6 +127,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         raise UsageError(f"'{summary_path}' is not a run summary; move it away or resume the "
                          "run to rebuild it")
     env_id = _env_id(run_dir, summary)
+    key = env_key(run_dir, env_id)  # what the env is: a module of the run's may shadow the id
     metrics_path = os.path.join(run_dir, "metrics.csv")
     # a halving sweep's stopped agents have no rows past their rung: every update is read,
     # and their curves end where they stopped (not the others' where the first one stopped)
@@ -208,7 +209,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                  else None))
         trained = [went] * len(scores)
     if settings is None:
-        return [Group(os.path.normpath(run_dir), run_dir, env_id, None, list(range(len(scores))),
+        return [Group(os.path.normpath(run_dir), run_dir, key, None, list(range(len(scores))),
                       scores, used, steps, curve, tuple(diverged), _one(trained))], notes
     if not isinstance(settings, list) or not settings or len(scores) % len(settings):
         raise UsageError(f"'{summary_path}': its {len(scores)} seed(s) do not split into its "
@@ -218,7 +219,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     groups = []
     for g, s in enumerate(settings):
         runs = list(range(g * seeds, (g + 1) * seeds))
-        groups.append(Group(agents_label(runs, s), run_dir, env_id, dict(s), runs, scores[runs],
+        groups.append(Group(agents_label(runs, s), run_dir, key, dict(s), runs, scores[runs],
                             used, steps, None if curve is None else curve[runs],
                             tuple(r for r in runs if r in diverged),
                             _one([trained[r] for r in runs])))
@@ -330,4 +331,18 @@ def _env_id(run_dir: str, summary: dict | None) -> str:
     return env_id
 
 
-__all__ = ["SOURCES", "Group", "eval_scores", "read_run"]
+def env_key(run_dir: str, env_id: str) -> str:
+    """The env as a report keys it: its id, plus the modules the run imported first
+    (`env_imports`, `--import`), which may register their own env under a known id (a
+    `gymnasium/CartPole-v1` of yours is not Gymnasium's): runs pool only when both agree."""
+    try:
+        with open(os.path.join(run_dir, "config.yaml"), encoding="utf-8") as f:
+            imports = (yaml.safe_load(f) or {}).get("env_imports") or []
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        imports = []
+    if not isinstance(imports, list) or not imports:
+        return env_id
+    return f"{env_id} (with --import {','.join(map(str, imports))})"
+
+
+__all__ = ["SOURCES", "Group", "env_key", "eval_scores", "read_run"]

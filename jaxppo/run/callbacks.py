@@ -118,8 +118,9 @@ class Checkpointer(Callback):
     never gets ahead of the logs. `jaxppo.load_checkpoint` reads it back.
 
     Args:
-      every: save every this many updates (at the first chunk boundary past each multiple);
-        None: not by updates.
+      every: save every this many updates (at the first chunk boundary past each multiple,
+        and at any boundary after which more than `every` would be unsaved); None: not by
+        updates.
       every_s: save when this many seconds have passed since the last save; None: not by
         time.
       allow_nonfinite: save although some agents diverged (a sweep flags them and goes on).
@@ -149,7 +150,12 @@ class Checkpointer(Callback):
         record = RunRecord(info.seed, event.stats.to_dict(event.wall_s), info.settings,
                            info.env, copy.deepcopy(search), state, info.log_gaps)
         self.good = _Good(event.runner, event.update, record)
-        due_updates = self.every and event.update // self.every > event.first_update // self.every
+        # due at each multiple of `every`, and before the unsaved updates could pass `every`
+        # by the end of the next chunk (a kill then loses at most `every`)
+        nxt = max(self.info.chunk_updates, event.update - event.first_update)
+        due_updates = self.every and (
+            event.update // self.every > event.first_update // self.every
+            or event.update + nxt - (self.saved_update or 0) > self.every)
         due_time = self.every_s and time.perf_counter() - self.last_save >= self.every_s
         if from_process_0(int(bool(due_updates or due_time))):
             self.save(self.good)

@@ -13,6 +13,7 @@ import errno
 import functools
 import hashlib
 import os
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,58 @@ FORMAT = "jaxppo-checkpoint"
 VERSION = 2  # 2: the checksum covers the header too
 FILENAME = "checkpoint.msgpack"
 _MAGIC = b"\x82"  # a checkpoint file is a msgpack map of two entries: header and payload
+
+
+RUN_ID_FILE = "run_id"
+"""`RUN_DIR/run_id`: the run's id, also in every checkpoint's header (`run_id`), so a checkpoint
+copied into another run is refused. A run directory from before it has none: its checkpoint
+belongs to it, and a resume gives it one."""
+
+
+def run_id_of(run_dir: str) -> str | None:
+    """The id in `run_dir/run_id`, or None (a run directory from before run ids)."""
+    try:
+        with open(os.path.join(run_dir, RUN_ID_FILE), encoding="ascii") as f:
+            return f.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def ensure_run_id(run_dir: str) -> str:
+    """`run_dir`'s id, made now (random) where it has none."""
+    have = run_id_of(run_dir)
+    if have is None:
+        have = uuid.uuid4().hex
+        write_atomic(os.path.join(run_dir, RUN_ID_FILE), have + "\n")
+    return have
+
+
+def _check_run_id(header: dict, file: str) -> None:
+    """Refuse a checkpoint written by another run than the directory it is in."""
+    run_dir = os.path.dirname(os.path.dirname(os.path.abspath(file)))
+    theirs = header.get("run_id")
+    if theirs is None or not _is_run_dir(run_dir):
+        return  # written before run ids (it belongs to its own directory), or a lone file
+    mine = run_id_of(run_dir)
+    if mine != theirs:
+        held = (f"this run directory's id is {mine}" if mine else
+                f"this run directory has no {RUN_ID_FILE} file")
+        raise CheckpointError(f"checkpoint '{file}' belongs to another run (run id {theirs}; "
+                              f"{held}): it was copied from another run directory, whose "
+                              "seeds and logs are not this one's; resume that run, or put "
+                              "this run's own checkpoint back")
+
+
+def _check_v1(header: dict, state: dict, file: str) -> None:
+    """Version 1 checksummed the payload alone: its header is checked against what the
+    payload vouches for (each agent's update count), so an edited update is refused."""
+    steps = np.asarray(state.get("train_state", {}).get("step", []) if isinstance(state, dict)
+                       else [])
+    if steps.size and int(steps.max()) != header["update"]:
+        raise CheckpointError(f"checkpoint '{file}' (format version 1, whose checksum covers "
+                              f"only its arrays) says update {header['update']} but its arrays "
+                              f"were saved at update {int(steps.max())} (corrupt or edited); "
+                              "restore it from a backup or start a new run")
 
 
 def _is_run_dir(path: str) -> bool:
@@ -88,10 +141,24 @@ def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_ru
         "format": FORMAT, "version": VERSION, "config": config.to_dict(), "update": int(update),
         "num_runs": int(num_runs), "extra": extra or {},
     }
+    run_id = run_id_of(run_dir)
+    if run_id is not None:  # covered by the checksum: another run's is refused on load
+        header["run_id"] = run_id
     header["sha256"] = _digest(header, payload)
     final = os.path.join(ckpt_dir, FILENAME)
     write_atomic(final, msgpack.packb({"header": header, "payload": payload}, use_bin_type=True))
     return final
+
+
+def saved_update(run_dir: str | None) -> int | None:
+    """The update of `run_dir`'s checkpoint if one is there and reads back whole (checksum
+    included), else None: what a line saying "the checkpoint is kept" must be checked against."""
+    if run_dir is None or not os.path.isfile(os.path.join(run_dir, "checkpoint", FILENAME)):
+        return None
+    try:
+        return int(read_checkpoint(run_dir)[0]["update"])
+    except (CheckpointError, OSError):
+        return None
 
 
 def _check_header(header) -> None:
@@ -162,6 +229,9 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt file
         raise CheckpointError(f"checkpoint '{file}' payload does not decode ({type(e).__name__}); "
                               "restore it from a backup or start a new run") from None
+    if header["version"] == 1:
+        _check_v1(header, state, file)
+    _check_run_id(header, file)
     return header, state
 
 
@@ -187,7 +257,8 @@ def restore_into(template, state_dict: dict, source: str, env_label: str | None 
     then blamed on it, not on the config."""
     what, fix = ((f"the environment passed as env= ({env_label})",
                   "pass the environment instance the run trained on") if env_label else
-                 ("this config", "resume with the run's own config"))
+                 ("its config and environment as built now", "restore the environment as it "
+                  "was when the run trained (or start a new run), or undo the config's edit"))
     host_template = jax.tree.map(
         lambda x: jax.eval_shape(jax.random.key_data, x) if is_key(x) else x, template)
     state_dict = _with_new_empty_fields(serialization.to_state_dict(host_template), state_dict)
@@ -205,7 +276,9 @@ def restore_into(template, state_dict: dict, source: str, env_label: str | None 
 
     jax.tree.map(check, host_template, restored)
     if problems:
-        cause = "" if env_label else " (e.g. other network sizes or num_envs)"
+        cause = "" if env_label else (  # the config is the checkpoint's own: the env moved
+            " (the environment's observation or action shape changed since the run was saved, "
+            "or the checkpoint's config was edited: other network sizes or num_envs)")
         raise CheckpointError(f"checkpoint '{source}' does not match {what}: array shapes "
                               f"{problems[0]}{cause}; {fix}")
     # Keys are stored as raw data of the default implementation (what the CLI seeds with).

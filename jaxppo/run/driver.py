@@ -48,6 +48,19 @@ def pick_chunk(num_updates: int, target_chunks: int = TARGET_CHUNKS) -> int:
     return max(1, round(want))
 
 
+def chunk_for_checkpoints(num_updates: int, every: int | None,
+                          chunk_updates: int | None) -> int:
+    """The chunk length: `chunk_updates` if asked for, else `pick_chunk`'s, at most `every`
+    when checkpoints are due every that many updates (a chunk is indivisible, so a longer one
+    would save less often than asked), preferring a divisor of `num_updates` not under half
+    of that (one program)."""
+    if chunk_updates is not None or not every:
+        return chunk_updates or pick_chunk(num_updates)
+    cap = min(pick_chunk(num_updates), every)
+    best = max(d for d in divisors(num_updates) if d <= cap)
+    return best if 2 * best >= cap else cap
+
+
 def chunk_lengths(num_updates: int, chunk_updates: int, start_update: int = 0) -> list[int]:
     """The chunks from `start_update` to the end: full ones, then a shorter remainder."""
     rest = num_updates - start_update

@@ -23,13 +23,13 @@ from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import run_names
 from jaxppo.process import StopFlag
 from jaxppo.run.builtins import run_callbacks
-from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.run.checkpoint import ensure_run_id, load_checkpoint
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
-from jaxppo.run.driver import Driver, pick_chunk
+from jaxppo.run.driver import Driver, chunk_for_checkpoints, pick_chunk
 from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
-from jaxppo.run.faults import host_fault
+from jaxppo.run.faults import host_fault, say_what_is_kept
 from jaxppo.run.files import RunLock, check_run_name, free_name
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.run.loop import RunLoop, end_all
@@ -70,7 +70,8 @@ class Experiment:
       logdir: parent of the run directory; None writes nothing at all (the same code, no files).
       run_name: the run directory's name (default: env, time and seed count).
       checkpoint_every: also checkpoint every this many updates (a run always checkpoints
-        every `checkpoint_every_s` seconds and keeps its newest good state when it ends).
+        every `checkpoint_every_s` seconds and keeps its newest good state when it ends); the
+        default chunk is then at most this long, so a stop loses at most this many updates.
       checkpoint_every_s: seconds between checkpoints (120; None: only `checkpoint_every` and the end).
       progress: live progress (a bar on a terminal, lines otherwise).
       tensorboard: write `tb/<run>/` event files.
@@ -310,7 +311,8 @@ class Experiment:
                               "episodes cannot follow agents copied or dropped between chunks; "
                               "use --search grid or random")
         start = resume.update if resume else 0
-        chunk = self.chunk_updates
+        chunk = chunk_for_checkpoints(config.num_updates, self.checkpoint_every,
+                                      self.chunk_updates)
         if self.controller is not None:  # chunk boundaries where the controller acts
             chunk = self.controller.chunk_length(chunk or pick_chunk(config.num_updates), start)
         # Refuses a config that cannot fit, before any file is written or anything compiles.
@@ -318,8 +320,9 @@ class Experiment:
                         chunk_updates=chunk, donate=self.donate)
         segments = None
         if self.controller is not None:  # each segment's program, checked (not compiled) now
-            segments = segment_drivers(placement, self.controller, start,
-                                       chunk_updates=self.chunk_updates, donate=self.donate)
+            segments = segment_drivers(placement, self.controller, start, donate=self.donate,
+                                       chunk_updates=self.chunk_updates,
+                                       every=self.checkpoint_every)
             driver = segments[0][1] if segments else driver
         main = is_main_process()
         if resume:
@@ -340,6 +343,8 @@ class Experiment:
                 self.note(*lock.notes)
             if fresh:
                 write_config(run_dir, config)
+            if (fresh or resume) and main:  # before any save; one from before ids gets one
+                ensure_run_id(run_dir)
             if resume and resume.keep_damaged_log and main:  # before the repair drops rows
                 log = os.path.join(run_dir, "metrics.csv")
                 copy = free_name(log + ".damaged")
@@ -414,6 +419,7 @@ class Experiment:
         except BaseException as e:
             loop.status = "stopped" if isinstance(e, KeyboardInterrupt) else "error"
             end_all(callbacks, loop.result(loop.good_runner))  # save, close; then re-raise
+            say_what_is_kept(e, run_dir)
             raise
         if loop.status == "running":
             loop.status = "finished"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from jaxppo.config import PPOConfig
 from jaxppo.errors import EnvError
+from jaxppo.run.checkpoint import saved_update
 
 
 def host_fault(host_env, config: PPOConfig, start_update: int, update: int,
@@ -30,7 +31,21 @@ def host_fault(host_env, config: PPOConfig, start_update: int, update: int,
         doing = "resetting" if fault.where == "reset" else f"stepping ({where})"
         interrupt.during = f"environment {config.env_id!r} was {doing}"
         return interrupt
-    kept = ("nothing before it was checkpointed" if not good_update else
-            f"the checkpoint at update {good_update} is kept")
-    return EnvError(f"environment {config.env_id!r} failed at {where} ({fault.what}); "
-                    f"the run stopped, {kept}")
+    error = EnvError(f"environment {config.env_id!r} failed at {where} ({fault.what}); "
+                     "the run stopped")
+    error.kept_unsaid = True  # `say_what_is_kept` ends the line once the run has ended
+    return error
+
+
+def say_what_is_kept(error: BaseException, run_dir: str | None) -> None:
+    """End a host fault's line with what of the run is kept, read from the files after the
+    run's last save (not from what it meant to save): a run with no run directory keeps
+    nothing, a run whose first checkpoint was never written has none."""
+    if not getattr(error, "kept_unsaid", False):
+        return
+    update = saved_update(run_dir)
+    kept = ("it has no run directory, so nothing of it was saved" if run_dir is None else
+            "nothing before it was checkpointed" if update is None else
+            f"the checkpoint at update {update} is kept")
+    error.args = (f"{error.args[0]}, {kept}",)
+    error.kept_unsaid = False

@@ -11,9 +11,9 @@ import fcntl
 import io
 import os
 import stat
-import tempfile
 
 from jaxppo.errors import UsageError
+from jaxppo.writes import write_atomic, write_failed, write_whole  # noqa: F401 - their old home
 
 LOCK_FILE = ".lock"
 
@@ -48,13 +48,6 @@ def read_only(folder: str) -> bool:
         return False
 
 
-def write_failed(path: str | os.PathLike, what: str, error: OSError) -> UsageError:
-    """A write that failed after `check_writable` passed (a disk full, a path such as /proc
-    that looks writable and is not): the path's fault, said as one line, not the writer's."""
-    return UsageError(f"cannot write {what} to '{os.fspath(path)}' "
-                      f"({error.strerror or error}); pass a writable path")
-
-
 def check_run_name(name: str) -> str:
     """A run directory's name is one path component: `../x`, `a/b` or `/abs` would write
     outside `--logdir`."""
@@ -85,23 +78,6 @@ def free_name(path: str) -> str:
         i += 1
         out = f"{path}-{i}"
     return out
-
-
-def write_atomic(path: str, data: str | bytes) -> None:
-    """Write a whole file or nothing: a temp file in the same folder, fsync, rename over the
-    old one (a kill mid-write leaves the previous version). Never follows a symlink at `path`."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def remove_stale_temps(folder: str) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxppo.keys import is_key
 from jaxppo.run.controller import Controller
-from jaxppo.run.driver import ChunkResult, Driver, pick_chunk
+from jaxppo.run.driver import ChunkResult, Driver, chunk_for_checkpoints
 
 # Filler for a left-out run's cells in the [R, C] metrics of a chunk: no episode, no fault;
 # every other metric NaN (it was not computed). env_steps stays the update's own.
@@ -59,17 +59,18 @@ def put_runs(host, runs: np.ndarray, part):
 
 
 def segment_drivers(placement, controller: Controller, start_update: int, *,
-                    chunk_updates: int | None, donate: bool) -> list[tuple[int, Driver]] | None:
+                    chunk_updates: int | None, donate: bool,
+                    every: int | None = None) -> list[tuple[int, Driver]] | None:
     """(index, Driver) for each segment still to run, each for its runs only and ending at
     the segment's end (checked now, compiled when it starts); None for an unsegmented run.
     A segment's chunk length is picked for its own updates, so it is one program where it can
-    be (not two)."""
+    be (not two), and at most `every` (checkpoints due every that many updates)."""
     segments = controller.segments(start_update)
     if segments is None:
         return None
     return [(k, Driver(placement, seg.size, seg.end, donate=donate,
-                       chunk_updates=chunk_updates or pick_chunk(
-                           seg.end - max(seg.start, start_update))))
+                       chunk_updates=chunk_for_checkpoints(
+                           seg.end - max(seg.start, start_update), every, chunk_updates)))
             for k, seg in segments]
 
 

@@ -6,6 +6,7 @@ ranks its groups' settings with the same `rank_settings`."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from jaxppo.labels import agents_label, setting_label
 from jaxppo.plots import plot_sweep
 from jaxppo.run.events import Callback, RunInfo, RunResult
 from jaxppo.run.stats import mean_std_or_none, quiet_nonfinite
+from jaxppo.writes import write_atomic
 
 
 @quiet_nonfinite
@@ -88,15 +90,16 @@ def write_sweep_files(run_dir: str, rows: list[dict], in_grid: list[dict], title
     seeds, keys = rows[0]["seeds"], list(rows[0]["setting"])
     grouped = "group" in rows[0]
     ragged = len({r.get("updates") for r in rows}) > 1  # halving: how far each went
-    with open(os.path.join(run_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow([*_header(keys), *(["group"] if grouped else [])])
-        for r in rows:
-            w.writerow([r["rank"], *map(_value_cell, r["setting"].values()),
-                        "" if r.get("updates") is None else r["updates"],
-                        _cell(r["final_return_mean"]), _cell(r["final_return_std"]), seeds,
-                        " ".join(map(str, r["runs"])), r["diverged_seeds"],
-                        *([r["group"]] if grouped else [])])
+    f = io.StringIO(newline="")
+    w = csv.writer(f)
+    w.writerow([*_header(keys), *(["group"] if grouped else [])])
+    for r in rows:
+        w.writerow([r["rank"], *map(_value_cell, r["setting"].values()),
+                    "" if r.get("updates") is None else r["updates"],
+                    _cell(r["final_return_mean"]), _cell(r["final_return_std"]), seeds,
+                    " ".join(map(str, r["runs"])), r["diverged_seeds"],
+                    *([r["group"]] if grouped else [])])
+    write_atomic(os.path.join(run_dir, "sweep.csv"), f.getvalue())  # whole, or the old one
     nan = lambda x: np.nan if x is None else x  # noqa: E731 - no bar for no return
     plot_sweep(os.path.join(run_dir, "sweep.png"),
                [agents_label(r["runs"], r["setting"], r.get("updates") if ragged else None)

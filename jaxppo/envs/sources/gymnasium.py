@@ -19,6 +19,7 @@ uint8). Gymnasium is imported only when a `gymnasium/` id is asked for.
 from __future__ import annotations
 
 import difflib
+import warnings
 from typing import Any
 
 import numpy as np
@@ -103,9 +104,14 @@ class GymnasiumSource:
         self.num_envs = num_envs
         del evaluation  # Gymnasium envs are measured as they are trained
         try:
-            self.vec = gym.make_vec(name, num_envs, vectorization_mode=mode,
-                                    vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-                                    **kwargs)
+            with warnings.catch_warnings():
+                # JAX warns at every fork; an async pool's workers only step the Gymnasium env
+                # (no JAX in them), so the warning is about a deadlock that cannot happen here
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
+                                        category=RuntimeWarning)
+                self.vec = gym.make_vec(name, num_envs, vectorization_mode=mode,
+                                        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+                                        **kwargs)
         except gym.error.DependencyNotInstalled as e:
             raise ConfigError(f"environment {self.env_id!r} needs a package that is not "
                               f"installed ({_first_line(e)})") from None

@@ -1,0 +1,83 @@
+"""Compile-cache trouble is one note per command naming the cache and the fix, not JAX's
+warnings per program (16 lines a run): a cache that cannot be written (a full or read-only
+disk) and an entry that cannot be read (a directory); an entry jaxppo did not write is
+never handed to XLA (issue #54, item 8)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from test_faults import CARTPOLE, ROOT, TINY
+
+from jaxppo._xla import _jax_cache
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+READ_ONLY = """import os, sys
+import jax._src.lru_cache as lru
+def refuse(self, data):  # a read-only cache disk (root ignores chmod: the OS's error itself)
+    raise OSError(30, os.strerror(30), str(self))
+lru.pathlib.Path.write_bytes = refuse
+from jaxppo.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def train(tmp_path, cache, name, script=None):
+    env = {**os.environ, "JAXPPO_CACHE_DIR": str(cache)}
+    head = [sys.executable, str(script)] if script else [sys.executable, "-m", "jaxppo.cli"]
+    p = subprocess.run([*head, "train", "--config", CARTPOLE, *TINY, "--logdir",
+                        str(tmp_path), "--run-name", name, "--no-progress"],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stderr.strip().splitlines()
+
+
+def test_a_cache_that_cannot_be_written_is_one_note(tmp_path):
+    """Reproduction: a read-only (or full) cache disk gave JAX's 'Error writing persistent
+    compilation cache entry' warning for every program of every run."""
+    script = tmp_path / "ro.py"
+    script.write_text(READ_ONLY)
+    cache = tmp_path / "cache"
+    err = train(tmp_path, cache, "r", script)
+    assert not [x for x in err if "Error writing" in x or "Warning" in x], err
+    notes = [x for x in err if "compile cache" in x]
+    assert len(notes) == 1, err
+    assert f"the compile cache {cache} could not be written (Read-only file system" in notes[0]
+    assert "remount it writable" in notes[0] and "--no-cache" in notes[0]
+    assert not list(cache.glob("*-cache"))  # no half entry left
+
+
+def test_an_entry_that_is_a_directory_is_one_note(tmp_path):
+    cache = tmp_path / "cache"
+    train(tmp_path, cache, "first")
+    entries = sorted(cache.glob("*-cache"))
+    for f in entries:
+        f.unlink()
+        f.mkdir()
+    err = train(tmp_path, cache, "second")
+    assert not [x for x in err if "Error reading" in x], err
+    notes = [x for x in err if "compile cache" in x]
+    assert len(notes) == 1 and "could not be read" in notes[0] and "remove it" in notes[0], err
+
+
+def test_an_entry_jaxppo_did_not_write_is_never_run(tmp_path):
+    """Reproduction: a hand-made entry whose code is damaged but decompresses (JAX checks
+    nothing more) was handed to XLA, which crashed the process (a segfault)."""
+    cache = tmp_path / "cache"
+    train(tmp_path, cache, "first")
+    entries = sorted(cache.glob("*-cache"))
+    assert entries and all(os.path.exists(f"{f}.jaxppo-sha256") for f in entries)
+    for f in entries:
+        code, secs = _jax_cache.extract_executable_and_time(
+            _jax_cache.decompress_executable(f.read_bytes()))
+        damaged = bytes(b ^ 0x5A for b in code[:len(code) // 2]) + code[len(code) // 2:]
+        f.write_bytes(_jax_cache.compress_executable(
+            _jax_cache.combine_executable_and_time(damaged, secs)))
+    err = train(tmp_path, cache, "second")
+    notes = [x for x in err if "compile cache" in x]
+    assert len(notes) == 1 and f"{len(entries)} entries" in notes[0], err
+    assert "had no digest jaxppo wrote" in notes[0] and "removed unrun" in notes[0]
+    assert not [x for x in err if "Error reading" in x], err
+    assert "compile cache" not in " ".join(train(tmp_path, cache, "third"))  # whole again
