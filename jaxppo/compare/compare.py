@@ -23,9 +23,7 @@ import dataclasses
 import importlib.util
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -33,7 +31,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxppo._xla import setup_compilation_cache
 from jaxppo.compare.fit import (
     CHILD,
     check_subproc_fits,
@@ -57,7 +54,6 @@ from jaxppo.compare.table import (  # noqa: F401 - CompareInterrupted: the CLI's
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.machine import describe
-from jaxppo.process import exit_process
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.stats import SolveTracker, solve_threshold
 
@@ -310,38 +306,6 @@ def measure_subproc(config: PPOConfig, seed: int = 0) -> dict:
             "worker_jax": jax_there}
 
 
-def child_main(argv: list[str]) -> None:
-    """A run's process' work (`child_entry` runs it: `fit.CHILD`, `python -m
-    jaxppo.compare.compare`): argv `SYSTEM CONFIG_JSON SEEDS SEED [SB3_THREADS]`; one JSON
-    line on stdout (SYSTEM `measure`: `measure_subproc`'s)."""
-    setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
-    system, config_json, seeds, seed, *threads = argv
-    if system.startswith("sb3") or system == "measure":
-        import torch
-
-        torch.set_num_threads(int(threads[0]) if threads else 1)
-    config = PPOConfig(**json.loads(config_json))
-    if system == "measure":
-        print(json.dumps(measure_subproc(config, int(seed))), flush=True)
-        return
-    print(json.dumps(run_system(system, config, int(seeds), int(seed))), flush=True)
-
-
-def child_entry(argv: list[str]) -> None:
-    """A run's process (`fit.CHILD`): `child_main`, ended as the `jaxppo` command ends
-    (`exit_process`). A stop signal the run held while XLA compiled is one line and 128 + N
-    (not a traceback); a compile abandoned by a second one ends without Python's shutdown."""
-    try:
-        child_main(argv)
-        code = 0
-    except KeyboardInterrupt as e:  # the run's StopNow (the parent has the same signal)
-        signum = getattr(e, "signum", signal.SIGINT)
-        when = getattr(e, "when", None) or "at once"
-        print(f"stopped by {signal.Signals(signum).name} {when}", file=sys.stderr)
-        code = 128 + signum
-    exit_process(code, "jaxppo compare's run")
-
-
 # ---------------------------------------------------------------------------------------------
 # the parent: interleave, aggregate, report
 def versions(env_id: str = "CartPole-v1") -> str:
@@ -456,7 +420,3 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
         echo("")
         echo(table_markdown(rows, notes, header))
         raise UsageError(f"{e} (the table is printed above)") from None
-
-
-if __name__ == "__main__":
-    child_entry(sys.argv[1:])

@@ -20,7 +20,7 @@ from jaxppo.errors import UsageError
 from jaxppo.run.memory import fmt_bytes, host_available
 
 CHILD = (sys.executable, "-c",
-         "import sys; from jaxppo.compare.compare import child_entry; child_entry(sys.argv[1:])")
+         "import sys; from jaxppo.compare.child import child_entry; child_entry(sys.argv[1:])")
 """How compare starts a run's process: `CHILD + (SYSTEM, CONFIG_JSON, SEEDS, SEED, ...)`. Not
 `python -m`: processes that multiprocessing starts (SB3's SubprocVecEnv workers) import the
 parent's main module again, and a `-m jaxppo...` main would give every SB3 worker jaxppo and
