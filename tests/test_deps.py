@@ -2,8 +2,10 @@
 (requirements-lock.txt, which reads requirements-lock-py312.txt), so a range never claims a
 version that was not tested, and no lock drifts outside it."""
 
+import importlib.metadata
 import os
 import re
+import sys
 import tomllib
 
 import pytest
@@ -66,3 +68,29 @@ def test_the_lines_differ_where_they_should():
     assert old["jax"] == old["jaxlib"] == old["jax-cuda12-pjrt"] == "0.10.2"
     assert new["jax"] == new["jaxlib"] == new["jax-cuda12-pjrt"] == "0.12.0.1"
     assert "torch" in old and "torch" not in new and "stable-baselines3" not in new
+
+
+VENV_OWN = {"pip", "setuptools"}
+"""What `python -m venv` installs itself on 3.11 (`pip freeze` leaves them out)."""
+
+
+def test_the_lock_holds_every_dependency_of_what_it_locks():
+    """The lock is installed with `--no-deps`: every package a locked package requires (on this
+    Python, no extra) must be locked too, or the install silently lacks it (mkdocs' yaml_env_tag
+    was missing once). Read from the installed packages' own metadata."""
+    python = ".".join(map(str, sys.version_info[:2]))
+    lock = locked(python if python in LINES else LINES[-1])
+    env = {"python_version": python, "sys_platform": sys.platform, "extra": ""}
+    missing = {}
+    for name in lock:
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here (another platform's)
+        for text in requires:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+            if _name(req.name) not in lock and _name(req.name) not in VENV_OWN:
+                missing.setdefault(_name(req.name), name)
+    assert not missing, f"required but not locked (by): {missing}"
