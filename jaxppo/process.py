@@ -92,11 +92,19 @@ def ctrl_c(signum, frame) -> None:
 
 
 def _record(signum, frame) -> None:
-    """The first signal is kept for `main()`; a second stops at once, as in a run."""
+    """The first signal is kept for `main()`; a second stops at once, as in a run: the process
+    ends here, in one line. Not by raising KeyboardInterrupt: a library being imported may
+    swallow it (a bare `except:` around an optional import) and go on, the signal lost and the
+    command run to the end (seen once in 20 random moments on a busy machine)."""
     note_signal()
     if _pending:
-        release_signals()
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        try:
+            sys.stdout.flush()
+            sys.stderr.write(f"jaxppo: stopped by {name} while starting; nothing was run\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(128 + signum)
     _pending.append(signum)
 
 

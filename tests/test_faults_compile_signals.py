@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -167,9 +168,34 @@ def test_a_signal_at_random_moments_of_eval_never_crashes(trained):
             proc.kill()
             pytest.fail(f"draw {i}: hung after a signal {moment:.2f} s into eval")
         lines = out.splitlines()
-        what = (i, round(moment, 2), second, proc.returncode, "\n".join(lines[-8:]))
+        what = (i, round(moment, 2), second, proc.returncode, out[-3000:])
         assert proc.returncode in (0, 128 + signal.SIGINT), what
         assert not any(c in out for c in CRASH), what
         assert len(own_lines(lines, "jaxppo eval:")) <= 1, what
         if proc.returncode == 0:
             assert "return" in out, what
+
+
+def test_a_second_signal_while_jaxppo_imports_ends_it_even_if_a_library_swallows_it():
+    """A second stop signal while the command's imports hold signals ends the process in one
+    line. It once raised KeyboardInterrupt, which a library being imported could swallow (a
+    bare `except:` around an optional import): the signal was lost and eval ran to the end."""
+    code = textwrap.dedent("""
+        import os, signal, sys, time
+        sys.argv[0] = "jaxppo"  # the command (process.is_command)
+        from jaxppo.process import hold_signals
+        hold_signals()
+        for _ in range(2):
+            try:  # an import of a library that swallows whatever is raised in it
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)
+            except BaseException:
+                pass
+        print("went on")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, (proc.returncode, proc.stdout, proc.stderr)
+    assert "went on" not in proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        "jaxppo: stopped by SIGINT while starting; nothing was run"], proc.stderr
