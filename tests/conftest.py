@@ -246,6 +246,15 @@ def stop_run_at(config: PPOConfig, logdir, name: str, update: int, chunk_updates
     return os.path.join(str(logdir), name)
 
 
+def tiny_stopped_run(logdir, update: int, total_timesteps: int = 384) -> str:
+    """A tiny CartPole run (24 updates at the default budget, chunks of 6) stopped after
+    `update` updates (past its end: finished), compiled with the session's cache."""
+    setup_compilation_cache()
+    config = PPOConfig(total_timesteps=total_timesteps, num_envs=4, num_steps=16,
+                       num_minibatches=2, update_epochs=2, hidden_sizes=(16, 16))
+    return stop_run_at(config, logdir, "r", update, chunk_updates=6)
+
+
 @pytest.fixture(scope="session")
 def tiny_config():
     """A CartPole run small enough to compile and run in a few seconds on 2 cores."""

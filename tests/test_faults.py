@@ -15,7 +15,7 @@ import time
 import msgpack
 import numpy as np
 import pytest
-from conftest import compile_exactly, stop_run_at
+from conftest import compile_exactly, tiny_stopped_run
 
 import jaxppo
 from jaxppo import Experiment, PPOConfig, load_checkpoint
@@ -271,10 +271,7 @@ def test_only_a_cut_entry_of_this_jaxs_codec_is_removed_from_the_compile_cache(t
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory):
     """A run stopped at update 12 of 24 (resumable), to damage in copies."""
-    setup_compilation_cache()
-    config = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,
-                       update_epochs=2, hidden_sizes=(16, 16))
-    return stop_run_at(config, tmp_path_factory.mktemp("stopped"), "r", 12, chunk_updates=6)
+    return tiny_stopped_run(tmp_path_factory.mktemp("stopped"), 12, total_timesteps=1536)
 
 
 def copy_of(run, tmp_path):

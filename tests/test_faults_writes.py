@@ -7,12 +7,10 @@ import json
 import os
 
 import pytest
-from conftest import stop_run_at
+from conftest import tiny_stopped_run
 from test_faults import CARTPOLE, cli, limited_child, one_line
 
 import jaxppo.compare.compare as cmp
-from jaxppo import PPOConfig
-from jaxppo._xla import setup_compilation_cache
 from jaxppo.compare.table import aggregate
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -20,10 +18,7 @@ pytestmark = pytest.mark.usefixtures("compile_cache")
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    setup_compilation_cache()
-    config = PPOConfig(total_timesteps=384, num_envs=4, num_steps=16, num_minibatches=2,
-                       update_epochs=2, hidden_sizes=(16, 16))
-    return stop_run_at(config, tmp_path_factory.mktemp("done"), "r", 99, chunk_updates=6)
+    return tiny_stopped_run(tmp_path_factory.mktemp("done"), 99)
 
 
 def test_eval_json_past_a_file_size_limit_keeps_the_earlier_one(finished_run, tmp_path, capsys):

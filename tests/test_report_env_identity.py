@@ -7,21 +7,15 @@ import shutil
 
 import pytest
 import yaml
-from conftest import stop_run_at
+from conftest import tiny_stopped_run
 from test_faults import cli, one_line
-
-from jaxppo import PPOConfig
-from jaxppo._xla import setup_compilation_cache
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    setup_compilation_cache()
-    config = PPOConfig(total_timesteps=384, num_envs=4, num_steps=16, num_minibatches=2,
-                       update_epochs=2, hidden_sizes=(16, 16))
-    return stop_run_at(config, tmp_path_factory.mktemp("r"), "r", 99, chunk_updates=6)
+    return tiny_stopped_run(tmp_path_factory.mktemp("r"), 99)
 
 
 def test_a_module_shadowed_env_is_not_pooled_with_the_real_one(finished, tmp_path, capsys):

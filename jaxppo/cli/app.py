@@ -115,22 +115,22 @@ def _note_cache_faults(command: str) -> None:
           "JAXPPO_CACHE_DIR to another folder, or pass --no-cache", file=sys.stderr)
 
 
+def _note_removed(command: str, entries: list[str], why: str) -> None:
+    """One note for the compile-cache entries jaxppo removed (and compiled again), and why."""
+    if entries:
+        what = "1 entry" if len(entries) == 1 else f"{len(entries)} entries"
+        print(f"jaxppo {command}: note: {what} of the compile cache "
+              f"{os.path.dirname(entries[0])} {why}", file=sys.stderr)
+
+
 def _note_damaged_cache(command: str) -> None:
     _note_cache_faults(command)
-    unverified = take_unverified_cache_entries()
-    if unverified:
-        what = "1 entry" if len(unverified) == 1 else f"{len(unverified)} entries"
-        print(f"jaxppo {command}: note: {what} of the "
-              f"compile cache {os.path.dirname(unverified[0])} had no digest jaxppo wrote (an "
-              "older jaxppo's, or made or changed by hand): removed unrun, and compiled again",
-              file=sys.stderr)
-    damaged = take_damaged_cache_entries()
-    if damaged:
-        what = "1 entry" if len(damaged) == 1 else f"{len(damaged)} entries"
-        print(f"jaxppo {command}: note: {what} of the compile cache "
-              f"{os.path.dirname(damaged[0])} could not be read (cut short by a kill or a full "
-              "disk, or still being written by another process): removed, and compiled again",
-              file=sys.stderr)
+    _note_removed(command, take_unverified_cache_entries(),
+                  "had no digest jaxppo wrote (an older jaxppo's, or made or changed by hand): "
+                  "removed unrun, and compiled again")
+    _note_removed(command, take_damaged_cache_entries(),
+                  "could not be read (cut short by a kill or a full disk, or still being written "
+                  "by another process): removed, and compiled again")
 
 
 def main(argv: list[str] | None = None) -> int:
