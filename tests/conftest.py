@@ -300,7 +300,8 @@ NEWER_LINE = (
     "tests/test_brax.py::test_inverted_double_pendulum_learns_on_cpu",  # continuous, Brax
     "tests/test_export.py::test_every_policy_family_exports",  # jax.export and ONNX, each family
     "tests/test_docs.py::test_the_site_builds_strictly_with_every_name_flag_and_key",
-    "tests/test_scripts.py::test_hlo_profile_compiles_for_an_h100_without_one",
+    "tests/test_profile.py::test_profile_compiles_for_an_h100_without_one",
+    "tests/test_profile.py::test_profile_of_a_host_env_for_a_gpu_is_one_line",
 )
 """CI's subset on the newer line (Python 3.12 + JAX 0.12: `.ci/run`), beside every unit test:
 node ids or whole files."""

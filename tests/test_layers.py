@@ -11,7 +11,7 @@ pytestmark = pytest.mark.unit
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "jaxppo"
 LAYERS = ["errors keys compat machine _xla plots labels process writes", "envs", "config", "core",
-          "run", "search", "policy reports compare", "cli"]
+          "run", "search", "policy reports compare profile", "cli"]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names.split()}
 # function-level imports of jaxppo modules, and why they cannot be at the top
 DEFERRED = {

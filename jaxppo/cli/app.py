@@ -9,6 +9,7 @@
     jaxppo export runs/<run-name> --format onnx                  (or jax; runs without jaxppo)
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
     jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
+    jaxppo profile --config configs/cartpole.yaml --target h100  (kernels per update, deviceless)
     jaxppo config --list                                         (every config key)
 
 Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM, SIGHUP) saves a
@@ -33,6 +34,7 @@ import jaxppo.cli.compare as compare
 import jaxppo.cli.config as config
 import jaxppo.cli.eval as evaluate
 import jaxppo.cli.export as export
+import jaxppo.cli.profile as profile
 import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
@@ -56,7 +58,7 @@ from jaxppo.process import (
 from jaxppo.run.files import PipeSafe
 from jaxppo.writes import WRITE_FIXES
 
-VERBS = (train, sweep, compare, evaluate, export, report, config)
+VERBS = (train, sweep, compare, evaluate, export, report, profile, config)
 """The verbs, in the order `jaxppo --help` lists them."""
 
 
