@@ -80,3 +80,11 @@ def test_no_module_over_450_lines():
     long = {str(f.relative_to(PKG)): n for _, f, _ in modules()
             if (n := len(f.read_text(encoding="utf-8").splitlines())) > 450}
     assert not long, long
+
+
+def test_no_script_over_450_lines():
+    """scripts/ holds benchmark drivers only, each under the house's limit (a user feature
+    belongs in the package: the deviceless profile is `jaxppo profile`)."""
+    long = {f.name: n for f in sorted((PKG.parent / "scripts").glob("*.py"))
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > 450}
+    assert not long, long
