@@ -156,3 +156,10 @@ def test_random_play_scores_whole_games():
                            "configs/cartpole.yaml"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "CartPole-v1 is not a host env" in proc.stderr
+
+
+def test_startup_script_times_the_first_line_and_a_typo():
+    """scripts/startup.py: both cases, their lines quoted (the typo's is its error)."""
+    out = run("scripts/startup.py", "--repeats", "1")
+    assert "| train CartPole: first line |" in out and "`jaxppo: CartPole-v1 |" in out
+    assert "`jaxppo train: error: config key 'env_id': unknown environment 'CartPoleX-v9'" in out
