@@ -1,6 +1,8 @@
-"""Run directories written by jaxppo before its package was rebuilt (tests/fixtures/legacy/,
-made at commit a5deb3c by `made_by.py` there) still load, evaluate (`--agent` included) and
-resume to their end with today's code: a training run, a grid, a PBT, a halving and a static
+"""Run directories written by earlier jaxppo still load, evaluate (`--agent` included), report
+and resume to their end with today's code. Two sets of the same runs: tests/fixtures/legacy/
+(made at a5deb3c, before the package was rebuilt, by `made_by.py` there) and
+tests/fixtures/e15eca6/ (the same script run by e15eca6, before the key forms, the two JAX lines
+and fault rounds 4-5): a training run, a grid, a PBT, a halving and a static
 sweep, a GRU run and a Gymnasium host-env run. Only what a user relies on is asserted (exit
 status, how far each agent got, the files and their rows), never a trajectory: the fixtures'
 kernels were picked on another CPU."""
@@ -17,14 +19,21 @@ from conftest import FIXTURES, run_cli
 from jaxppo import load_checkpoint, load_policy
 from jaxppo.cli import main
 
-LEGACY = os.path.join(FIXTURES, "legacy")
+MADE_AT = ("legacy", "e15eca6")
+"""The fixture sets (folders of tests/fixtures/), each written by an earlier jaxppo."""
 UPDATES = 12  # every fixture: 12 updates of 64 env steps, stopped at 4 (PBT 6, halving 8)
 
 
-def copy(name: str, tmp_path) -> str:
+@pytest.fixture(params=MADE_AT)
+def made_at(request) -> str:
+    """The fixture set a test reads (each test runs on both)."""
+    return request.param
+
+
+def copy(name: str, tmp_path, made_at: str) -> str:
     """A writable copy of a fixture (a resume writes into its run directory)."""
     dst = tmp_path / name
-    shutil.copytree(os.path.join(LEGACY, name), dst)
+    shutil.copytree(os.path.join(FIXTURES, made_at, name), dst)
     return str(dst)
 
 
@@ -58,8 +67,8 @@ def evaluate(capsys, run: str, *extra: str) -> str:
     ("grid_stopped", "sweep", 4),
     ("gru_stopped", "train", 1),
 ])
-def test_a_stopped_run_resumes_to_its_end_and_evaluates(tmp_path, capsys, name, verb, runs):
-    run = copy(name, tmp_path)
+def test_a_stopped_run_resumes_to_its_end_and_evaluates(tmp_path, capsys, made_at, name, verb, runs):
+    run = copy(name, tmp_path, made_at)
     before = load_checkpoint(run)
     assert before.update < UPDATES and before.num_runs == runs
     resume(capsys, verb, run)
@@ -81,8 +90,8 @@ def test_a_stopped_run_resumes_to_its_end_and_evaluates(tmp_path, capsys, name, 
         assert len(table) == 2 and {int(t["updates"]) for t in table} == {UPDATES}
 
 
-def test_a_finished_run_evaluates_and_refuses_a_resume(tmp_path, capsys):
-    run = copy("train_2seeds_finished", tmp_path)
+def test_a_finished_run_evaluates_and_refuses_a_resume(tmp_path, capsys, made_at):
+    run = copy("train_2seeds_finished", tmp_path, made_at)
     out = evaluate(capsys, run, "--agent", "1")
     assert "agent 1:" in out and f"update {UPDATES}" in out
     code, err = run_cli(capsys, ["train", "--resume", run])
@@ -97,8 +106,8 @@ def test_a_finished_run_evaluates_and_refuses_a_resume(tmp_path, capsys):
     assert summary(run)["rebuilt_from_checkpoint"] is True
 
 
-def test_a_pbt_sweep_resumes_its_exploits_and_evaluates_a_member(tmp_path, capsys):
-    run = copy("pbt_stopped", tmp_path)
+def test_a_pbt_sweep_resumes_its_exploits_and_evaluates_a_member(tmp_path, capsys, made_at):
+    run = copy("pbt_stopped", tmp_path, made_at)
     before = load_checkpoint(run)
     assert before.update == 6 and before.record.controller is not None
     exploits_before = [int(r["update"]) for r in rows(run, "pbt.csv")]
@@ -120,8 +129,8 @@ def test_a_pbt_sweep_resumes_its_exploits_and_evaluates_a_member(tmp_path, capsy
     assert "agent 2:" in evaluate(capsys, run, "--agent", "2")
 
 
-def test_a_halving_sweep_resumes_its_rungs(tmp_path, capsys):
-    run = copy("halving_stopped", tmp_path)
+def test_a_halving_sweep_resumes_its_rungs(tmp_path, capsys, made_at):
+    run = copy("halving_stopped", tmp_path, made_at)
     before = load_checkpoint(run)
     assert before.update == 8 and before.record.search["rungs"] == [3, 6, 12]
     kept_before = before.record.search["kept"]
@@ -142,8 +151,8 @@ def test_a_halving_sweep_resumes_its_rungs(tmp_path, capsys):
     assert "update 3" in evaluate(capsys, run, "--agent", str(stopped))
 
 
-def test_a_static_sweep_resumes_its_groups(tmp_path, capsys):
-    run = copy("static_stopped", tmp_path)
+def test_a_static_sweep_resumes_its_groups(tmp_path, capsys, made_at):
+    run = copy("static_stopped", tmp_path, made_at)
     resume(capsys, "sweep", run)
     s = summary(run)
     assert s["status"] == "finished" and s["static_settings"] == 2
@@ -153,9 +162,9 @@ def test_a_static_sweep_resumes_its_groups(tmp_path, capsys):
     assert len(rows(run, "sweep.csv")) == 2
 
 
-def test_a_host_env_run_resumes_with_fresh_episodes(tmp_path, capsys):
+def test_a_host_env_run_resumes_with_fresh_episodes(tmp_path, capsys, made_at):
     pytest.importorskip("gymnasium")
-    run = copy("gymnasium_stopped", tmp_path)
+    run = copy("gymnasium_stopped", tmp_path, made_at)
     err = resume(capsys, "train", run)
     assert any("every episode started afresh" in line for line in err), err
     assert load_checkpoint(run).update == UPDATES
