@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import numbers
+import types
 import typing
 from typing import Any
 
@@ -73,8 +74,9 @@ class PPOConfig:
     """Fields of the environment's params to replace (gymnax's `EnvParams`: e.g.
     `{memory_length: 20}` for MemoryChain-bsuite, `{max_steps_in_episode: 200}`)."""
     obs_field: str | None = None
-    """For dict/NamedTuple observations: the field to train on (`"a,b"` joins several, `"*"`
-    all of them, flattened)."""
+    """For dict/NamedTuple observations (a Gymnasium env's Dict too): the field to train on
+    (`"a,b"` joins several, `"*"` all of them, flattened). A Gymnasium Dict without it is read
+    whole, its keys sorted and each flattened (docs/how-to/gymnasium-env.md)."""
     max_episode_steps: int | None = None
     """Truncate episodes after this many steps (bootstrapped, like any time limit), on top of
     the environment's own limit; None keeps the environment's (or its adapter's) own."""
@@ -229,6 +231,14 @@ def thaw(value: Any) -> Any:
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(PPOConfig)}
 _HINTS = typing.get_type_hints(PPOConfig)
+
+
+def takes_text(key: str) -> bool:
+    """The key's value is a string (`env_id`, `obs_field`, ...): a `--set` value that is no
+    YAML (`obs_field=*`, YAML's alias mark) is then that text as written."""
+    hint = _HINTS.get(key)
+    return hint is str or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                           and str in typing.get_args(hint))
 
 
 def _fail(key: str, problem: str, fix: str) -> typing.NoReturn:
