@@ -57,12 +57,17 @@ class PPOConfig:
     """
 
     env_id: str = "CartPole-v1"
-    """The environment: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`), a probe
-    (`probe/Action-v0`), an id given to `jaxppo.register_env`, `mypkg.module:MyEnv`, a
-    suite's id (`brax/hopper`, `playground/CartpoleBalance`, `jumanji/Snake-v1`, ...), or
-    `custom/<name>`, a label for an environment instance given as `make_train(..., env=)`.
-    A Gymnasium env on the host: `gymnasium/<id>`, or `gymnasium/<module>:<id>` for one that
-    `<module>` registers when imported."""
+    """The environment, one of: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`); a probe
+    (`probe/Action-v0`); an id given to `jaxppo.register_env`; `mypkg.module:MyEnv` (a JAX env
+    class or factory) or `mypkg.module:MyTask-v0` (an id the module registers); a JAX suite's
+    id (`brax/hopper`, `playground/CartpoleBalance`, `craftax/Craftax-Classic-Symbolic-v1`,
+    `jumanji/Snake-v1`, `navix/Navix-Empty-5x5-v0`, `xminigrid/MiniGrid-Empty-6x6`); an env
+    stepped on the host, `gymnasium/<id>` or `gymnasium/<module>:<id>` (a Gymnasium env) or
+    `envpool/<task>` (`envpool/Breakout-v5`); or `custom/<name>`, a label for an environment
+    instance given as `make_train(..., env=)`. A bare Gymnasium id (`LunarLander-v3`) is
+    answered with its `gymnasium/` form rather than trained: bare ids name gymnax envs, which
+    compile with the learner, and `CartPole-v1` must not change meaning with what a process
+    imported."""
     env_imports: tuple[str, ...] = ()
     """Python modules imported before the environment is built: modules that register
     environments at import (`gymnasium.register`, `jaxppo.register_env`), as rl-zoo's

@@ -21,6 +21,7 @@ Dict keys). Gymnasium is imported only when a `gymnasium/` id is asked for.
 from __future__ import annotations
 
 import difflib
+import sys
 import warnings
 from typing import Any
 
@@ -58,6 +59,35 @@ def env_ids() -> list[str]:
 REGISTER_HINT = ("register it in a module of yours with gymnasium.register(id=..., "
                  "entry_point=...) and name the module: env_id: gymnasium/<module>:<id>, or "
                  "--import <module> (config key env_imports)")
+
+
+def suggest_id(env_id: str) -> str | None:
+    """`gymnasium/<id>` for a bare id that Gymnasium registers: one of its own, or one a module
+    of yours registered (`--import myenvs`: Gymnasium is then imported already). A bare id is
+    answered, not trained as the Gymnasium env: bare ids name gymnax and JAX envs, compiled
+    with the learner, and the same id (`CartPole-v1`) must not change meaning with what a
+    process imported. Gymnasium is not imported here (a typo stays fast): gymnax, which the
+    bare ids were looked up in, imported it already; never raises."""
+    registry = getattr(sys.modules.get("gymnasium"), "registry", None)
+    try:
+        known = registry is not None and env_id in registry
+    except Exception:  # noqa: BLE001 - a suggestion never fails the line it helps
+        known = False
+    return PREFIX + env_id if known else None
+
+
+def registered_as(entry_point: str) -> list[str]:
+    """The ids Gymnasium has for the class `module:Name` (`[]` where Gymnasium was never
+    imported: nothing registered it), for the hint of `env_id: myenvs:Thermostat`."""
+    registry = getattr(sys.modules.get("gymnasium"), "registry", None) or {}
+    module, _, name = entry_point.partition(":")
+    found = []
+    for gid, spec in list(registry.items()):
+        ep = getattr(spec, "entry_point", None)
+        if ep == entry_point or (callable(ep) and getattr(ep, "__name__", None) == name
+                                 and getattr(ep, "__module__", None) == module):
+            found.append(gid)
+    return sorted(found)
 
 
 def split_id(name: str) -> tuple[str, str]:
