@@ -24,11 +24,17 @@ from jaxppo.search.static_sweep import is_static_sweep
 
 
 def add_parser(sub) -> None:
-    e = sub.add_parser("eval", help="evaluate a run's checkpoint (every seed in one program)")
+    e = sub.add_parser("eval", help="evaluate a run's checkpoint (every seed in one program), "
+                                    "greedy unless --stochastic")
     e.add_argument("run_dir")
-    e.add_argument("--episodes", type=positive_int("--episodes"), default=10)
-    e.add_argument("--deterministic", dest="deterministic", action="store_true", default=True)
-    e.add_argument("--stochastic", dest="deterministic", action="store_false")
+    e.add_argument("--episodes", type=positive_int("--episodes"), default=10,
+                   help="episodes per agent (default 10)")
+    e.add_argument("--deterministic", dest="deterministic", action="store_true", default=True,
+                   help="greedy actions: the policy's most likely action (its mean for "
+                        "continuous actions); the default")
+    e.add_argument("--stochastic", dest="deterministic", action="store_false",
+                   help="sample actions from the policy instead (default: greedy); eval.json "
+                        "and jaxppo report say which")
     e.add_argument("--gif", metavar="PATH", help="render one episode to a GIF")
     e.add_argument("--html", metavar="PATH",
                    help="write one episode as Brax's interactive 3D viewer (Brax envs only)")
@@ -102,7 +108,7 @@ def _eval(args, done: dict) -> int:
     res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
                    out=out, include_diverged=args.include_diverged)
     done["returns"], done["json"] = True, f" and written to {out}" if out else ""
-    mode = "deterministic" if args.deterministic else "stochastic"
+    mode = "greedy" if args.deterministic else "sampled"
     completed = res.completed  # an episode cut off at the step cap has no return, only a sum
     bad = res.diverged or {}
     scored = res.scored  # [R]: the agents with returns (not a diverged one, unless asked)
