@@ -183,11 +183,17 @@ def test_eval_gif_minatar(tmp_path, capsys):
 
 
 def test_eval_gif_without_renderer_says_how_to_install(tmp_path, capsys, monkeypatch):
+    """Asked before evaluating: one line, exit 2, nothing played or written (it used to
+    evaluate, write eval.json, then exit 1)."""
     monkeypatch.setitem(sys.modules, "pygame", None)  # as without the render extra
     _, run = train(tmp_path)
     capsys.readouterr()
-    assert main(["eval", run, "--episodes", "1", "--gif", str(tmp_path / "x.gif")]) == 1
-    assert "pip install 'jaxppo[render]'" in capsys.readouterr().err
+    assert main(["eval", run, "--episodes", "1", "--gif", str(tmp_path / "x.gif")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
+    assert "pip install 'jaxppo[render]', or evaluate without --gif" in err
+    assert not os.path.exists(os.path.join(run, "eval.json"))
+    assert not os.path.exists(tmp_path / "x.gif")
 
 
 def test_eval_gif_classic_control(tmp_path, capfd):

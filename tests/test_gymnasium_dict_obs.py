@@ -152,8 +152,13 @@ def test_dict_obs_env_trains_evaluates_and_resumes_with_obs_field(here, capsys):
                                  "--set", "env_id=gymnasium/KeyDoor-v0", "--set", "obs_field=*",
                                  *TINY, "--logdir", "runs", "--run-name", "all"])
     assert code == 0, err
-    p = fresh(["eval", "runs/all", "--episodes", "2"], here)
+    # an own env that draws nothing: jaxppo's one line says so, without Gymnasium's raw
+    # warning, and no longer that it "was not made with render_mode='rgb_array'" (it was)
+    p = fresh(["eval", "runs/all", "--episodes", "2", "--gif", "x.gif"], here)
     assert p.returncode == 0, p.stderr[-2000:]
+    assert "--gif: no renderer for gymnasium/KeyDoor-v0: it draws no frames" in p.stderr
+    assert "WARN" not in p.stderr and "was not made with" not in p.stderr, p.stderr
+    assert not (here / "x.gif").exists()
     config = load_config(CARTPOLE, {"env_id": "gymnasium/KeyDoor-v0", "obs_field": "pos",
                                     "env_imports": ["key_door"], "total_timesteps": 1024,
                                     "num_envs": 4, "num_steps": 32, "hidden_sizes": [16, 16]})

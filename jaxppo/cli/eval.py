@@ -16,10 +16,10 @@ import numpy as np
 from jaxppo.cli.common import add_import_arg, add_no_cache, import_modules, positive_int
 from jaxppo.errors import UsageError
 from jaxppo.policy import evaluate, load_policy
-from jaxppo.policy.render import NoRenderer, render_gif, render_html
+from jaxppo.policy.render import NoRenderer, missing_renderer, render_gif, render_html
 from jaxppo.process import StopFlag, native_work
 from jaxppo.run.files import check_writable
-from jaxppo.run.rundir import run_dir_of
+from jaxppo.run.rundir import read_yaml, run_dir_of
 from jaxppo.search.static_sweep import is_static_sweep
 
 
@@ -86,6 +86,15 @@ def cmd_eval(args) -> int:
         return 128 + signum
 
 
+def _env_id(run_dir: str) -> str:
+    """The run's env id from its config.yaml ("" where it cannot be read: the checkpoint's
+    own checks then speak)."""
+    path = os.path.join(run_dir_of(run_dir), "config.yaml")
+    config = read_yaml(path) if os.path.isfile(path) else None  # a FIFO would block
+    env_id = config.get("env_id") if isinstance(config, dict) else None
+    return env_id if isinstance(env_id, str) else ""
+
+
 def _eval(args, done: dict) -> int:
     if is_static_sweep(args.run_dir):
         first = sorted(d for d in os.listdir(args.run_dir)
@@ -98,6 +107,9 @@ def _eval(args, done: dict) -> int:
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
         if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played
+    missing = missing_renderer(_env_id(args.run_dir)) if args.gif is not None else None
+    if missing:  # before anything is evaluated or written
+        raise UsageError(f"--gif: {missing}, or evaluate without --gif")
     out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
     if out is not None and os.path.isdir(run_dir_of(args.run_dir)):
         try:

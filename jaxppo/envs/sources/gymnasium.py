@@ -143,6 +143,10 @@ class GymnasiumSource:
                 # (no JAX in them), so the warning is about a deadlock that cannot happen here
                 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
                                         category=RuntimeWarning)
+                # `eval --gif` asks every env for frames; one that cannot draw is told once, in
+                # jaxppo's line (`render`), not by Gymnasium's raw warning as well
+                warnings.filterwarnings("ignore", message=r".*initiali[sz]ed with render_mode",
+                                        category=UserWarning)
                 self.vec = gym.make_vec(name, num_envs, vectorization_mode=mode,
                                         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
                                         **kwargs)
@@ -212,11 +216,15 @@ class GymnasiumSource:
                         terminated | truncated)
 
     def render(self, index: int) -> np.ndarray:
+        how = ("give its class metadata = {'render_modes': ['rgb_array']}, take render_mode in "
+               "__init__ and return an RGB array from render()")
         if getattr(self.vec, "render_mode", None) != "rgb_array":
-            raise NotImplementedError(f"{self.env_id} was not made with render_mode='rgb_array'")
+            raise NotImplementedError("it draws no frames: its render_mode stayed "
+                                      f"{getattr(self.vec, 'render_mode', None)!r} when asked "
+                                      f"for 'rgb_array' ({how})")
         frames = self.vec.render()
         if frames is None:
-            raise NotImplementedError(f"{self.env_id} draws no frames")
+            raise NotImplementedError(f"it draws no frames: render() returned None ({how})")
         return np.asarray(frames[index], np.uint8)
 
     def close(self) -> None:
