@@ -169,3 +169,53 @@ def test_dict_obs_env_trains_evaluates_and_resumes_with_obs_field(here, capsys):
     p = fresh(["eval", "runs/stopped", "--episodes", "2"], here)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "KeyDoor-v0" in p.stdout
+
+
+CUE = '''
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Cue(gym.Env):
+    """One step: the Dict's `cue` (a Discrete) says which action pays 1; `noise` hides it
+    from a policy that reads only the wrong key."""
+
+    def __init__(self):
+        self.observation_space = spaces.Dict({"noise": spaces.Box(-1.0, 1.0, (3,), np.float32),
+                                              "cue": spaces.Discrete(2)})
+        self.action_space = spaces.Discrete(2)
+
+    def _obs(self):
+        self.cue = int(self.np_random.integers(2))
+        return {"noise": self.np_random.uniform(-1, 1, 3).astype(np.float32), "cue": self.cue}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.cue)
+        return self._obs(), reward, True, False, {}
+
+
+gym.register(id="Cue-v0", entry_point="cue_env:Cue")
+'''
+
+
+@pytest.mark.slow
+def test_a_policy_learns_from_the_key_its_dict_observation_holds(tmp_path, monkeypatch):
+    """A one-step bandit whose answer is only in the Dict's Discrete `cue`: learned (chance
+    is 0.5) when the flattened observation holds it, not when obs_field picks `noise`."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "cue_env.py").write_text(textwrap.dedent(CUE))
+    finals = {}
+    for field in ("*", "noise"):
+        config = load_config(CARTPOLE, {"env_id": "gymnasium/Cue-v0", "env_imports": ["cue_env"],
+                                        "obs_field": field, "total_timesteps": 8192,
+                                        "num_envs": 8, "num_steps": 32, "lr": 3e-3,
+                                        "hidden_sizes": [32, 32]})
+        result = Experiment(config, logdir="runs", progress=False, tensorboard=False).run()
+        finals[field] = float(np.mean(result.final_return))
+    assert finals["*"] > 0.85 and finals["noise"] < 0.7, finals
