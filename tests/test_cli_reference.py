@@ -97,3 +97,27 @@ def test_version_prints_jaxppo_and_jax(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith(f"jaxppo {version} (JAX ") and "jaxlib" in out
+
+
+def test_each_config_key_type_fits_its_default_and_its_values():
+    """The config reference's type column, held to the schema: every default is of the type
+    the row names, and a list key's items are (env_imports was typed "list of int")."""
+    from jaxppo.config.reference import config_reference
+    from jaxppo.config.schema import FIELDS, PPOConfig
+
+    kinds = {"str": str, "int": int, "float": float, "bool": bool, "mapping": dict}
+    for key, kind, _, _ in config_reference():
+        field = FIELDS[key]
+        value = getattr(PPOConfig(), key)
+        base, _, null = kind.partition(" or ")
+        if value is None:
+            assert null == "null", (key, kind)
+            continue
+        if base.startswith("list of "):
+            item = kinds[base.removeprefix("list of ")]
+            assert isinstance(value, tuple) and all(type(v) is item for v in value), (key, kind)
+            continue
+        assert type(value) is kinds[base] or (kinds[base] is dict and isinstance(
+            value, dict)), (key, kind, value, field.type)
+    rows = {r[0]: r[1] for r in config_reference()}
+    assert rows["env_imports"] == "list of str" and rows["hidden_sizes"] == "list of int"

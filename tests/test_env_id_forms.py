@@ -97,8 +97,3 @@ def test_the_env_id_row_names_every_form():
                  "`jaxppo.register_env`"):
         assert form in row, form
 
-
-def test_list_keys_are_typed_by_their_items():
-    types = {r[0]: r[1] for r in config_reference()}
-    assert types["env_imports"] == "list of str"  # was "list of int"
-    assert types["hidden_sizes"] == "list of int"
