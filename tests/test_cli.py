@@ -165,7 +165,7 @@ def test_eval(tmp_path, capsys):
     assert main(["eval", run, "--episodes", "5"]) == 0
     assert "over 5 episodes" in capsys.readouterr().out
     assert main(["eval", run, "--episodes", "3", "--stochastic"]) == 0
-    assert "stochastic" in capsys.readouterr().out
+    assert "(sampled, update" in capsys.readouterr().out
 
 
 def test_eval_gif_minatar(tmp_path, capsys):

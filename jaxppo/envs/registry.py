@@ -276,11 +276,11 @@ def check_env_id(env_id: str) -> None:
     for module in _SUITES.values():  # the first suite that knows it answers (no more imported)
         suggest = getattr(module, "suggest_id", None)
         hit = suggest(env_id) if suggest else None
-        if hit and module in HOST_SOURCES.values() and hit == module.PREFIX + env_id:
-            hint = (f"it is a {module.SUITE} environment: env_id: {hit} (jaxppo steps those on "
-                    "the host; a bare id names a gymnax or registered JAX environment)")
-        elif hit:
+        if hit:
             hint = f"did you mean the {module.SUITE} environment {hit!r}?"
+        if hit and module in HOST_SOURCES.values() and hit == module.PREFIX + env_id:
+            hint += (f" It is one: env_id: {hit} (jaxppo steps those on the host; a bare id "
+                     "names a gymnax or registered JAX environment)")
         if hint:
             break
     raise _unknown(env_id, ids, "environment", hint)
