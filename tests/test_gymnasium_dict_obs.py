@@ -132,9 +132,10 @@ def test_a_host_env_picks_one_key_and_steps_it(here):
         HostVecEnv("gymnasium/CartPole-v1", 2, obs_field="pos")
 
 
-def test_a_final_observation_is_flattened_too(here):
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_a_final_observation_is_flattened_too(here, vectorization):
     """Where an episode ends, the true last observation comes per env from `info`."""
-    env = HostVecEnv("gymnasium/KeyDoor-v0", 1)
+    env = HostVecEnv("gymnasium/KeyDoor-v0", 1, env_kwargs={"vectorization": vectorization})
     src = env.source
     assert env.obs_shape == (2 + 3 + 2,)  # bits, door (one-hot), pos
     src.reset(0)
