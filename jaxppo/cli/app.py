@@ -25,11 +25,16 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib.metadata
 import os
+import platform
 import signal
 import sys
 import threading
 
+import jax
+
+import jaxppo
 import jaxppo.cli.compare as compare
 import jaxppo.cli.config as config
 import jaxppo.cli.eval as evaluate
@@ -83,9 +88,21 @@ def one_line(text: str) -> str:
     return f"{text[:MAX_LINE - 500]} [... {cut:,} characters cut ...] {text[-500:]}"
 
 
+def version_text() -> str:
+    """`jaxppo --version`: this jaxppo's version and the JAX it runs on."""
+    try:
+        jaxlib = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        jaxlib = "not installed"
+    return (f"jaxppo {jaxppo.__version__} (JAX {jax.__version__}, jaxlib {jaxlib}, Python "
+            f"{platform.python_version()})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: `jaxppo VERB ...`."""
     p = _Parser(prog="jaxppo", description="PPO compiled into one lax.scan.")
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print jaxppo's version (and JAX's, jaxlib's, Python's) and exit")
     p.add_argument("--no-cache", action="store_true",
                    help="skip JAX's persistent compilation cache")
     sub = p.add_subparsers(dest="command", required=True)

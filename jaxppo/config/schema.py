@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import numbers
+import types
 import typing
 from typing import Any
 
@@ -56,12 +57,17 @@ class PPOConfig:
     """
 
     env_id: str = "CartPole-v1"
-    """The environment: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`), a probe
-    (`probe/Action-v0`), an id given to `jaxppo.register_env`, `mypkg.module:MyEnv`, a
-    suite's id (`brax/hopper`, `playground/CartpoleBalance`, `jumanji/Snake-v1`, ...), or
-    `custom/<name>`, a label for an environment instance given as `make_train(..., env=)`.
-    A Gymnasium env on the host: `gymnasium/<id>`, or `gymnasium/<module>:<id>` for one that
-    `<module>` registers when imported."""
+    """The environment, one of: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`); a probe
+    (`probe/Action-v0`); an id given to `jaxppo.register_env`; `mypkg.module:MyEnv` (a JAX env
+    class or factory) or `mypkg.module:MyTask-v0` (an id the module registers); a JAX suite's
+    id (`brax/hopper`, `playground/CartpoleBalance`, `craftax/Craftax-Classic-Symbolic-v1`,
+    `jumanji/Snake-v1`, `navix/Navix-Empty-5x5-v0`, `xminigrid/MiniGrid-Empty-6x6`); an env
+    stepped on the host, `gymnasium/<id>` or `gymnasium/<module>:<id>` (a Gymnasium env) or
+    `envpool/<task>` (`envpool/Breakout-v5`); or `custom/<name>`, a label for an environment
+    instance given as `make_train(..., env=)`. A bare Gymnasium id (`LunarLander-v3`) is
+    answered with its `gymnasium/` form rather than trained: bare ids name gymnax envs, which
+    compile with the learner, and `CartPole-v1` must not change meaning with what a process
+    imported."""
     env_imports: tuple[str, ...] = ()
     """Python modules imported before the environment is built: modules that register
     environments at import (`gymnasium.register`, `jaxppo.register_env`), as rl-zoo's
@@ -73,8 +79,9 @@ class PPOConfig:
     """Fields of the environment's params to replace (gymnax's `EnvParams`: e.g.
     `{memory_length: 20}` for MemoryChain-bsuite, `{max_steps_in_episode: 200}`)."""
     obs_field: str | None = None
-    """For dict/NamedTuple observations: the field to train on (`"a,b"` joins several, `"*"`
-    all of them, flattened)."""
+    """For dict/NamedTuple observations (a Gymnasium env's Dict too): the field to train on
+    (`"a,b"` joins several, `"*"` all of them, flattened). A Gymnasium Dict without it is read
+    whole, its keys sorted and each flattened (docs/how-to/gymnasium-env.md)."""
     max_episode_steps: int | None = None
     """Truncate episodes after this many steps (bootstrapped, like any time limit), on top of
     the environment's own limit; None keeps the environment's (or its adapter's) own."""
@@ -229,6 +236,14 @@ def thaw(value: Any) -> Any:
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(PPOConfig)}
 _HINTS = typing.get_type_hints(PPOConfig)
+
+
+def takes_text(key: str) -> bool:
+    """The key's value is a string (`env_id`, `obs_field`, ...): a `--set` value that is no
+    YAML (`obs_field=*`, YAML's alias mark) is then that text as written."""
+    hint = _HINTS.get(key)
+    return hint is str or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                           and str in typing.get_args(hint))
 
 
 def _fail(key: str, problem: str, fix: str) -> typing.NoReturn:

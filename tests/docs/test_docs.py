@@ -57,7 +57,7 @@ COVERED = {"compare --config configs/atari_breakout.yaml": (
 # (scripts/corridor.py), or is written into the working directory under its name, where the
 # pages' commands import it.
 LISTINGS = ("class Corridor:",)
-FILES = {"class GoToTarget(gym.Env):": "myenvs.py"}
+FILES = {"class GoToTarget(gym.Env):": "myenvs.py", "class KeyDoor(gym.Env):": "keydoor.py"}
 UPDATES = 1  # the budget of every run a docs command starts, in updates
 PYTHON_CAP = '''
 import jaxppo._xla as _xla
@@ -174,7 +174,9 @@ def budget(argv: list[str]) -> list[str]:
         return ["--steps", "2048", "--repeats", "1", "--seeds", "2"]
     if argv[0] not in ("train", "sweep") or getattr(args, "resume", None):
         return []
-    config = load_config(args.config, parse_overrides(args.set))
+    imports = getattr(args, "imports", None)  # the line's own modules, as main imports them
+    config = load_config(args.config, {**parse_overrides(args.set),
+                                       **({"env_imports": imports} if imports else {})})
     extra = ["--set", f"total_timesteps={config.batch_size * UPDATES}", "--no-progress"]
     if argv[0] == "sweep":
         extra += ["--no-tensorboard"]

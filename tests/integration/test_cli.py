@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -115,28 +116,31 @@ def test_progress_appears_while_running(tmp_path):
     assert times[0] - compile_s < 0.5 * (wall - compile_s) + 0.05, (times, compile_s, wall)
 
 
-def test_the_last_line_counts_wall_time_from_the_process_start(tmp_path):
-    """The seconds before the run's clock (the interpreter, imports, the env: 7 s on a busy
-    machine) are in the printed wall time and shown as start-up: here a 3 s sleep at the
-    interpreter's start (a sitecustomize), before jaxppo is even imported."""
+def test_the_last_line_counts_wall_time_from_jaxppos_own_start(tmp_path):
+    """The seconds before the run's clock (imports, the env: 7 s on a busy machine) are in the
+    printed wall time and shown as start-up; what the process ran before jaxppo's code is not
+    (a `pip install` in `bash -c "... && jaxppo train"` printed start-up 196.9 s): here a 3 s
+    sleep at the interpreter's start (a sitecustomize), before jaxppo is even imported, which
+    the printed wall time leaves out (it is at most the process's life less those 3 s)."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import time\ntime.sleep(3.0)\n")
     path = os.pathsep.join([str(site), ROOT, os.environ.get("PYTHONPATH", "")])
+    began = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE,
                            *TINY, "--logdir", str(tmp_path), "--run-name", "r", "--no-progress"],
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": path})
+    lived = time.perf_counter() - began
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     fields = dict(f.strip().split(" ", 1) for f in last.split("|")[2:])
     startup = float(fields["start-up"].removesuffix(" s"))
-    compile_s = float(fields["compile"].removesuffix(" s"))
     wall = float(fields["wall"].split(" s ")[0])
     assert fields["wall"].endswith("since the command started"), last
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert startup >= 3.0, last
-    assert wall >= startup + summary["wall_s"] - 0.1 and wall >= 3.0 + compile_s, last
+    assert startup > 0 and wall >= startup + summary["wall_s"] - 0.1, last
+    assert wall + 3.0 <= lived + 0.1, (last, lived)  # 0.1: the printed rounding
 
 
 def test_sweep(tmp_path, capsys):
@@ -161,7 +165,7 @@ def test_eval(tmp_path, capsys):
     assert main(["eval", run, "--episodes", "5"]) == 0
     assert "over 5 episodes" in capsys.readouterr().out
     assert main(["eval", run, "--episodes", "3", "--stochastic"]) == 0
-    assert "stochastic" in capsys.readouterr().out
+    assert "(sampled, update" in capsys.readouterr().out
 
 
 def test_eval_gif_minatar(tmp_path, capsys):
@@ -179,11 +183,17 @@ def test_eval_gif_minatar(tmp_path, capsys):
 
 
 def test_eval_gif_without_renderer_says_how_to_install(tmp_path, capsys, monkeypatch):
+    """Asked before evaluating: one line, exit 2, nothing played or written (it used to
+    evaluate, write eval.json, then exit 1)."""
     monkeypatch.setitem(sys.modules, "pygame", None)  # as without the render extra
     _, run = train(tmp_path)
     capsys.readouterr()
-    assert main(["eval", run, "--episodes", "1", "--gif", str(tmp_path / "x.gif")]) == 1
-    assert "pip install 'jaxppo[render]'" in capsys.readouterr().err
+    assert main(["eval", run, "--episodes", "1", "--gif", str(tmp_path / "x.gif")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, (out, err)
+    assert "pip install 'jaxppo[render]', or evaluate without --gif" in err
+    assert not os.path.exists(os.path.join(run, "eval.json"))
+    assert not os.path.exists(tmp_path / "x.gif")
 
 
 def test_eval_gif_classic_control(tmp_path, capfd):

@@ -114,7 +114,7 @@ def test_a_stopped_agent_can_be_evaluated_and_loaded(halving_run, capsys):
     capsys.readouterr()
     assert main(["eval", run, "--episodes", "1", "--agent", str(stopped), "--no-json",
                  "--no-cache"]) == 0
-    assert "(deterministic, update 6): return" in capsys.readouterr().out
+    assert "(greedy, update 6): return" in capsys.readouterr().out
 
 
 @pytest.mark.exact

@@ -135,8 +135,8 @@ def test_a_python_made_run_evaluates_from_the_cli_with_import(here, capsys):
     ("gymnasium/no_such_module_q:A-v0", ["cannot import 'no_such_module_q'", "PYTHONPATH"]),
     ("gymnasium/corridor_hint:Other-v0", ["'corridor_hint' registers no Gymnasium environment "
                                           "'Other-v0'"]),
-    ("corridor_hint:GoToTarget", ["is a Gymnasium env", "gymnasium.register",
-                                  "env_id: gymnasium/corridor_hint:"]),
+    ("corridor_hint:GoToTarget", ["is a Gymnasium env", "registers it as 'CorridorHint-v0'",
+                                  "env_id: gymnasium/corridor_hint:CorridorHint-v0"]),
 ])
 def test_each_wrong_form_names_the_right_one(here, capsys, env_id, culprits):
     write_env(here, "corridor_hint", "CorridorHint-v0")

@@ -75,3 +75,17 @@ def test_the_names_jaxppo_knows_are_the_suites_own():
         import jumanji
 
         assert set(jumanji_source.NAMES) == set(jumanji.registered_environments())
+
+
+def test_start_up_counts_from_jaxppos_own_start_not_the_process_start():
+    """A shell that ran other work, then exec'd jaxppo in the same process (`bash -c "pip
+    install ... && jaxppo train ..."`): start-up counted the pip install (196.9 s). The
+    command's clock starts once jaxppo's code runs: after `t0`, taken before its import, and
+    never at the process's start, 2 s of sleep earlier."""
+    code = ("import sys, time; t0 = time.perf_counter(); sys.argv[0] = 'jaxppo'; "
+            "from jaxppo.process import command_started, is_command; "
+            "print(is_command(), command_started() >= t0)")
+    out = subprocess.run(["bash", "-c", f'sleep 2; exec "{sys.executable}" -c "{code}"'],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "True"], out.stdout
