@@ -17,8 +17,10 @@ XLA's and jaxppo's own options, as a user's do; tests that compare two programs 
 (`exact`) get XLA's own emitters back, under which jaxppo promises that (`default_compile_level`).
 """
 
+import csv
 import functools
 import importlib.util
+import json
 import os
 import signal
 
@@ -329,3 +331,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, TIERS[parts[0]]))
         if item.get_closest_marker("unit") or item.nodeid.split("[")[0].startswith(NEWER_LINE):
             item.add_marker(pytest.mark.newer_line)
+
+
+def make_run(path, env_id="CartPole-v1", final=(100.0, 200.0, 300.0, 400.0), updates=12,
+             settings=None, summary=True):
+    """A run directory as jaxppo writes it, made by hand for the report's tests (no training):
+    config.yaml, metrics.csv (no episode ends in updates 1-2 and in every 4th update),
+    summary.json."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.yaml"), "w") as f:
+        f.write(f"env_id: {env_id}\nnum_envs: 4\nnum_steps: 16\n")
+    runs = len(final)
+    with open(os.path.join(path, "metrics.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["update", "run", "env_steps", "wall_s", "episodic_return", "episodes"])
+        for u in range(1, updates + 1):
+            for r in range(runs):
+                ended = u > 2 and u % 4
+                w.writerow([u, r, 64 * u, 0.1, f"{10 * u + r}" if ended else "", int(bool(ended))])
+    if summary:
+        s = {"env_id": env_id, "num_runs": runs, "final_return": list(final)}
+        if settings:
+            s |= {"settings": settings, "seeds": runs // len(settings)}
+        with open(os.path.join(path, "summary.json"), "w") as f:
+            json.dump(s, f)
+    return str(path)

@@ -3,13 +3,13 @@ reading run directories (eval.json before summary.json, null returns as missing,
 refusals (different envs, a damaged metrics.csv: one line, exit 2, nothing written) and the CLI
 end to end. Fake run directories are written file by file: nothing here trains."""
 
-import csv
 import json
 import os
 
 import numpy as np
 import pytest
 import scipy.stats
+from conftest import make_run
 
 from jaxppo.cli import main
 from jaxppo.errors import UsageError
@@ -26,30 +26,6 @@ from jaxppo.reports import (
 )
 
 pytestmark = pytest.mark.unit
-
-
-def make_run(path, env_id="CartPole-v1", final=(100.0, 200.0, 300.0, 400.0), updates=12,
-             settings=None, summary=True):
-    """A run directory as jaxppo writes it: config.yaml, metrics.csv (no episode ends in
-    updates 1-2 and in every 4th update), summary.json."""
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "config.yaml"), "w") as f:
-        f.write(f"env_id: {env_id}\nnum_envs: 4\nnum_steps: 16\n")
-    runs = len(final)
-    with open(os.path.join(path, "metrics.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["update", "run", "env_steps", "wall_s", "episodic_return", "episodes"])
-        for u in range(1, updates + 1):
-            for r in range(runs):
-                ended = u > 2 and u % 4
-                w.writerow([u, r, 64 * u, 0.1, f"{10 * u + r}" if ended else "", int(bool(ended))])
-    if summary:
-        s = {"env_id": env_id, "num_runs": runs, "final_return": list(final)}
-        if settings:
-            s |= {"settings": settings, "seeds": runs // len(settings)}
-        with open(os.path.join(path, "summary.json"), "w") as f:
-            json.dump(s, f)
-    return str(path)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 from jaxppo import Experiment, load_config
 from jaxppo.config.load import parse_overrides
@@ -20,7 +20,6 @@ from jaxppo.errors import ConfigError
 
 gym = pytest.importorskip("gymnasium")
 spaces = gym.spaces
-ROOT = os.path.dirname(os.path.dirname(__file__))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
 TINY = ["--set", "total_timesteps=1024", "--set", "num_envs=4", "--set", "num_steps=32",
         "--set", "hidden_sizes=[16,16]", "--no-progress"]

@@ -10,13 +10,12 @@ import sys
 import textwrap
 
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from test_startup import HEAVY
 
 from jaxppo.config.reference import config_reference
 from jaxppo.envs.registry import CUSTOM_PREFIX, HOST_SOURCES, PROBE_PREFIX, SOURCES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
 THERMOSTAT = '''
 import gymnasium as gym

@@ -4,8 +4,8 @@ cut off in the PNG. Each figure is checked as drawn, before it is written."""
 
 import numpy as np
 import pytest
+from conftest import make_run
 from matplotlib.collections import PolyCollection
-from test_report import make_run
 
 import jaxppo.plots as plots
 from jaxppo import report

@@ -12,7 +12,7 @@ import tomllib
 
 import numpy as np
 import pytest
-from test_report import make_run
+from conftest import ROOT, make_run
 
 import jaxppo
 from jaxppo import report
@@ -20,7 +20,6 @@ from jaxppo.cli import build_parser, main
 from jaxppo.policy.evaluate import EvalResult
 from jaxppo.writes import write_whole
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 spec = importlib.util.spec_from_file_location(
     "docs_generate", os.path.join(ROOT, "docs", "_hooks", "generate.py"))
 generate = importlib.util.module_from_spec(spec)
