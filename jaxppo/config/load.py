@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from jaxppo.config.schema import PPOConfig, check_config_key, config_from_dict, takes_text
+from jaxppo.config.names import check_config_key, config_from_dict
+from jaxppo.config.schema import PPOConfig, takes_text
 from jaxppo.errors import ConfigError
 
 # YAML 1.2 floats. PyYAML implements YAML 1.1, whose floats need a dot and a signed exponent,
