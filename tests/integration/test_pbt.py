@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli
+from conftest import run_cli
+from pbt_setup import CARTPOLE, PBT, SETS, SPACE, TINY, pbt_config
 
 from jaxppo import Experiment, load_checkpoint, load_config, load_policy
 from jaxppo.cli import main
@@ -27,18 +28,6 @@ from jaxppo.search.pbt import (
 from jaxppo.search.strategies import controller_for
 from jaxppo.search.sweep import resume_sweep, sweep
 
-CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
-SETS = ["total_timesteps=512", "num_envs=4", "num_steps=16", "hidden_sizes=[16,16]"]
-TINY = [a for s in SETS for a in ("--set", s)] + ["--no-tensorboard", "--no-progress"]
-SPACE_ARGS = ["lr=1e-4:1e-2:log", "ent_coef=0:0.02", "clip_eps=0.1,0.2,0.3"]
-SPACE = {"lr": (1e-4, 1e-2, "log"), "ent_coef": (0.0, 0.02), "clip_eps": [0.1, 0.2, 0.3]}
-PBT = ["--search", "pbt", "--population", "4", "--interval", "2",
-       *(a for s in SPACE_ARGS for a in ("--space", s))]
-
-
-def _config():
-    return load_config(CARTPOLE, parse_overrides(SETS))  # 8 updates of 64 steps
-
 
 def _hand_made_runner(r: int) -> RunnerState:
     """A runner of `r` members with distinct, recognisable values in every leaf."""
@@ -51,7 +40,7 @@ def _hand_made_runner(r: int) -> RunnerState:
 
 
 def test_exploit_copies_the_parents_train_state_and_keeps_the_childs_env_and_key():
-    config = _config()
+    config = pbt_config()
     settings, record = pbt_search(config, SPACE, 4, 2, 0.25, seed=0)
     pbt = PBTController.from_record(config, record, settings)
     runner = _hand_made_runner(4)
@@ -154,7 +143,7 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "--agent 4" in err[0] and "0..3" in err[0], err
 
     # stopped between two PBT steps (the window half full), then resumed: the same run
-    config = _config()
+    config = pbt_config()
     stopped = sweep(config, space=SPACE, search="pbt", population=4, interval=2, seed=3,
                     logdir=str(tmp_path), run_name="api", progress=False, tensorboard=False,
                     checkpoint_every=1, callbacks=[lambda e: e.update < 3])
@@ -179,7 +168,7 @@ def test_a_pbt_sweep_end_to_end_and_its_resume(tmp_path, capsys):
 def stopped_pbt(tmp_path_factory):
     """A PBT sweep (exploits at updates 2 and 4) stopped at update 5 with its checkpoint."""
     tmp = tmp_path_factory.mktemp("pbt_logs")
-    result = sweep(_config(), space=SPACE, search="pbt", population=4, interval=2, seed=3,
+    result = sweep(pbt_config(), space=SPACE, search="pbt", population=4, interval=2, seed=3,
                    logdir=str(tmp), run_name="s", progress=False, tensorboard=False,
                    checkpoint_every=1, callbacks=[lambda e: e.update < 5]).result
     assert result.update == 5 and result.summary["pbt"]["exploits"] >= 2

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import ROOT, assert_sweep_refused
+from conftest import assert_sweep_refused
+from pbt_setup import CARTPOLE, SPACE, SPACE_ARGS, TINY, pbt_config
 
-from jaxppo import ConfigError, load_config
-from jaxppo.config import parse_overrides
+from jaxppo import ConfigError
 from jaxppo.search import draw_settings, parse_space
 from jaxppo.search.pbt import (
     PBTController,
@@ -22,22 +22,10 @@ from jaxppo.search.pbt import (
 )
 from jaxppo.search.sweep import sweep
 
-CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
-SETS = ["total_timesteps=512", "num_envs=4", "num_steps=16", "hidden_sizes=[16,16]"]
-TINY = [a for s in SETS for a in ("--set", s)] + ["--no-tensorboard", "--no-progress"]
-SPACE_ARGS = ["lr=1e-4:1e-2:log", "ent_coef=0:0.02", "clip_eps=0.1,0.2,0.3"]
-SPACE = {"lr": (1e-4, 1e-2, "log"), "ent_coef": (0.0, 0.02), "clip_eps": [0.1, 0.2, 0.3]}
-PBT = ["--search", "pbt", "--population", "4", "--interval", "2",
-       *(a for s in SPACE_ARGS for a in ("--space", s))]
-
-
-def _config():
-    return load_config(CARTPOLE, parse_overrides(SETS))  # 8 updates of 64 steps
-
 
 @pytest.mark.unit
 def test_draws_are_reproducible_from_the_seed():
-    config = _config()
+    config = pbt_config()
     a, record = pbt_search(config, SPACE, 8, 2, 0.25, seed=7)
     assert a == pbt_search(config, SPACE, 8, 2, 0.25, seed=7)[0]
     assert a != pbt_search(config, SPACE, 8, 2, 0.25, seed=8)[0]
@@ -138,7 +126,7 @@ def test_bad_pbt_input_is_one_line_and_writes_nothing(tmp_path, capsys, name):
         "quantile-high", "trials", "seeds", "no-population", "population-random"])
 def test_python_api_refuses_bad_pbt(tmp_path, kwargs):
     with pytest.raises(ConfigError):
-        sweep(_config(), logdir=str(tmp_path), **kwargs)
+        sweep(pbt_config(), logdir=str(tmp_path), **kwargs)
     assert os.listdir(tmp_path) == []
 
 
@@ -146,7 +134,7 @@ def test_python_api_refuses_bad_pbt(tmp_path, kwargs):
 def test_the_window_counts_only_updates_in_which_an_episode_ended():
     """The metric carries the last return through updates with no finished episode; those
     are empty cells in metrics.csv and no part of what PBT ranks by."""
-    pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=2)
+    pbt = PBTController(pbt_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=2)
     ret = np.array([[10.0, 10.0, 30.0], [np.inf, 5.0, 5.0]])
     pbt.observe(SimpleNamespace(metrics={"episodic_return": ret,
                                          "episodes": np.array([[1, 0, 1], [0, 1, 0]]),
@@ -157,7 +145,7 @@ def test_the_window_counts_only_updates_in_which_an_episode_ended():
 
 @pytest.mark.unit
 def test_chunks_end_on_every_pbt_update():
-    pbt = PBTController(_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=20)
+    pbt = PBTController(pbt_config(), parse_space(SPACE_ARGS), [{}] * 2, interval=20)
     assert pbt.chunk_length(61) == 20 and pbt.chunk_length(7) == 5 and pbt.chunk_length(1) == 1
     assert pbt.chunk_length(61, start_update=30) == 10  # resumed between two PBT updates
     pbt.interval = 5  # the nearest divisor, not the largest below: 4 wanted is 5, never 1
