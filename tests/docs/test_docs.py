@@ -52,7 +52,11 @@ COVERED = {"compare --config configs/atari_breakout.yaml": (
            "configs/atari_": ("integration/test_envpool_env.py", "def test_"),
            "configs/mujoco_halfcheetah.yaml": ("integration/test_envpool_env.py", "def test_"),
            "configs/playground_": ("integration/test_env_playground.py", "def test_"),
-           "configs/craftax_": ("integration/test_env_craftax.py", "def test_")}
+           "configs/craftax_": ("integration/test_env_craftax.py", "def test_"),
+           # a deviceless GPU compile in its own process (JAX reads the plugin's switch as it
+           # starts): the command itself runs there, on each target and part
+           "jaxppo profile ": ("integration/test_profile.py",
+                               "def test_profile_compiles_for_an_h100_without_one")}
 # Python blocks that are a listing of a file, not a program to run: the file runs elsewhere
 # (scripts/corridor.py), or is written into the working directory under its name, where the
 # pages' commands import it.
@@ -119,7 +123,8 @@ def python_blocks() -> list[tuple[str, int, str]]:
 
 def test_the_docs_show_every_verb():
     verbs = {line.split()[1] for _, line in commands("jaxppo ")}
-    assert verbs == {"train", "sweep", "eval", "export", "compare", "config", "report"}, verbs
+    assert verbs == {"train", "sweep", "eval", "export", "compare", "config", "report",
+                     "profile"}, verbs
     assert any(c.startswith("tensorboard ") for p in PAGES for c in bash_commands(read(p)))
     assert len(read("README.md").splitlines()) <= 150
 
