@@ -9,6 +9,7 @@ import json
 import os
 import statistics
 
+from jaxppo.compare import systems
 from jaxppo.compare.fit import threads_text
 from jaxppo.config import PPOConfig
 from jaxppo.plots import has_bar, plot_compare
@@ -16,12 +17,43 @@ from jaxppo.writes import write_failed, write_whole
 
 
 def label(system: str, config: PPOConfig, seeds: int) -> str:
-    return {
-        "jaxppo": "jaxppo, 1 seed",
-        "jaxppo-seeds": f"jaxppo, {seeds} vmapped seeds",
-        "sb3-dummy": f"SB3 DummyVecEnv ({config.num_envs} envs)",
-        "sb3-subproc": f"SB3 SubprocVecEnv ({config.num_envs} procs)",
-    }[system]
+    return systems.label(system, config.num_envs, seeds)
+
+
+FAIR_BAND = 0.1
+"""On an env with a solve threshold, a system's final return must lie within this fraction of
+the threshold of the median final return of all systems (CartPole: within 47.5 of it)."""
+
+
+def fairness(rows: list[dict], threshold: float | None) -> list[str]:
+    """Flag (row["band"] = "OUT") every system whose final return leaves the band the systems
+    share on an env with a threshold; same hyperparameters must learn alike, so a system
+    outside it likely got a different algorithm (a mapping error). Returns the notes."""
+    ran = [r for r in rows if not r.get("skipped")]
+    finals = [r["final_return"] for r in ran if r.get("final_return") is not None]
+    if threshold is None or len(finals) < 2:
+        for r in ran:
+            r["band"] = "-"
+        return []
+    mid, width = statistics.median(finals), FAIR_BAND * abs(threshold)
+    notes = []
+    for r in ran:
+        final = r.get("final_return")
+        if final is not None and abs(final - mid) <= width:
+            r["band"] = "ok"
+            continue
+        r["band"] = "OUT"
+        got = "no episode ended" if final is None else f"final return {final:.1f}"
+        notes.append(f"FAIRNESS: {r['label']}: {got}, outside the band {mid - width:.1f} to "
+                     f"{mid + width:.1f} (the systems' median {mid:.1f} +- {width:.1f}): same "
+                     "hyperparameters should learn alike; check this system's mapping")
+    return notes
+
+
+def skipped_row(system: str, config: PPOConfig, seeds: int, reason: str) -> dict:
+    """The row of a system that cannot run this env: "-" everywhere, and why."""
+    return {"system": system, "label": label(system, config, seeds), "repeats": 0,
+            "skipped": reason}
 
 
 def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
@@ -45,8 +77,21 @@ def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
         "solved": f"{len(solves)}/{len(results)}" if has_threshold else "-",
         "final_return": statistics.mean(finals) if finals else None,
         "threads": threads_text(system, config, results[0]),
+        "peak_mb": _med_or_none([r.get("peak_bytes") for r in results], 2**20),
+        "procs": _max_or_none([r.get("procs") for r in results]),
+        "tree_threads": _max_or_none([r.get("tree_threads") for r in results]),
         "load": max(loads) if loads else None,
     }
+
+
+def _med_or_none(values: list, scale: float = 1.0) -> float | None:
+    seen = [v for v in values if v is not None]
+    return statistics.median(seen) / scale if seen else None
+
+
+def _max_or_none(values: list) -> int | None:
+    seen = [v for v in values if v is not None]
+    return max(seen) if seen else None
 
 
 def stopped_early(system: str, k: int, result: dict, config: PPOConfig,
@@ -98,7 +143,8 @@ def add_ratios(rows: list[dict]) -> None:
     for ref in ("sb3-dummy", "sb3-subproc"):
         base = next((r for r in rows if r["system"] == ref), None)
         for r in rows:
-            r[f"sps_x_{ref}"] = r["sps"] / base["sps"] if base else None
+            if not r.get("skipped"):
+                r[f"sps_x_{ref}"] = r["sps"] / base["sps"] if base else None
 
 
 def _fmt(v, spec: str, none: str = "-") -> str:
@@ -108,17 +154,25 @@ def _fmt(v, spec: str, none: str = "-") -> str:
 def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
     lines = [header, "",
              "| system | threads | setup/compile (s) | SPS (median) | × SB3 Dummy | "
-             "× SB3 Subproc | time to solve incl. setup (s) | solved | final return |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "× SB3 Subproc | time to solve incl. setup (s) | solved | final return | "
+             "return band | peak memory, process tree (MB) | processes / threads (tree) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| {r['label']} | - | - | - | - | - | - | - | - | - | - | - |")
+            continue
+        procs = ("-" if r.get("procs") is None
+                 else f"{r['procs']} / {r.get('tree_threads') or '-'}")
         lines.append(
             f"| {r['label']} | {r.get('threads', '-')} | {r['setup_s']:.1f} | {r['sps']:,.0f} | "
             f"{_fmt(r.get('sps_x_sb3-dummy'), ',.1f')} | "
             f"{_fmt(r.get('sps_x_sb3-subproc'), ',.1f')} | "
             f"{_fmt(r['solve_s'], '.1f', 'not solved' if has_bar(r) else '-')} | "
             f"{r['solved']} | "
-            f"{_fmt(r['final_return'], '.1f')} |")
-    lines += ["", *[f"- {n}" for n in notes]]
+            f"{_fmt(r['final_return'], '.1f')} | {r.get('band', '-')} | "
+            f"{_fmt(r.get('peak_mb'), ',.0f')} | {procs} |")
+    skipped = [f"{r['label']}: - ({r['skipped']})" for r in rows if r.get("skipped")]
+    lines += ["", *[f"- {n}" for n in skipped + notes]]
     return "\n".join(lines) + "\n"
 
 
@@ -127,7 +181,7 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
     os.makedirs(out_dir, exist_ok=True)
     md = table_markdown(rows, notes, header)
     table = io.StringIO(newline="")
-    w = csv.DictWriter(table, fieldnames=list(rows[0]))
+    w = csv.DictWriter(table, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
     w.writeheader()
     w.writerows(rows)
     for name, data in (("compare.md", md), ("compare.csv", table.getvalue()),
@@ -135,7 +189,8 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
         write_whole(os.path.join(out_dir, name), data, f"compare's {name}")
     png = os.path.join(out_dir, "compare.png")
     try:
-        plot_compare(png, rows, f"{config.env_id}, {config.env_steps:,} steps")
+        plot_compare(png, [r for r in rows if not r.get("skipped")],
+                     f"{config.env_id}, {config.env_steps:,} steps")
     except OSError as e:
         raise write_failed(png, "compare's figure", e) from None
     return md
