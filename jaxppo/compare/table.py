@@ -22,31 +22,33 @@ def label(system: str, config: PPOConfig, seeds: int) -> str:
 
 FAIR_BAND = 0.1
 """On an env with a solve threshold, a system's final return must lie within this fraction of
-the threshold of the median final return of all systems (CartPole: within 47.5 of it)."""
+the threshold below the best system's final return (CartPole: within 47.5 of it)."""
 
 
 def fairness(rows: list[dict], threshold: float | None) -> list[str]:
-    """Flag (row["band"] = "OUT") every system whose final return leaves the band the systems
-    share on an env with a threshold; same hyperparameters must learn alike, so a system
-    outside it likely got a different algorithm (a mapping error). Returns the notes."""
+    """Flag (row["band"] = "OUT") every system whose final return falls below the band the
+    best system sets on an env with a threshold: the same hyperparameters must learn alike,
+    so a system far below the others likely runs a different algorithm (a mapping error).
+    Returns the notes."""
     ran = [r for r in rows if not r.get("skipped")]
     finals = [r["final_return"] for r in ran if r.get("final_return") is not None]
-    if threshold is None or len(finals) < 2:
+    if threshold is None or len(ran) < 2 or not finals:
         for r in ran:
             r["band"] = "-"
         return []
-    mid, width = statistics.median(finals), FAIR_BAND * abs(threshold)
+    top, width = max(finals), FAIR_BAND * abs(threshold)
     notes = []
     for r in ran:
         final = r.get("final_return")
-        if final is not None and abs(final - mid) <= width:
+        if final is not None and final >= top - width:
             r["band"] = "ok"
             continue
         r["band"] = "OUT"
         got = "no episode ended" if final is None else f"final return {final:.1f}"
-        notes.append(f"FAIRNESS: {r['label']}: {got}, outside the band {mid - width:.1f} to "
-                     f"{mid + width:.1f} (the systems' median {mid:.1f} +- {width:.1f}): same "
-                     "hyperparameters should learn alike; check this system's mapping")
+        notes.append(f"FAIRNESS: {r['label']}: {got}, below the band {top - width:.1f} to "
+                     f"{top:.1f} (the best system's final return less {FAIR_BAND:.0%} of the "
+                     "solve threshold): the same hyperparameters should learn alike; check "
+                     "this system's mapping")
     return notes
 
 
