@@ -147,12 +147,12 @@ def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
         notes.append(f"{config.env_id} has no solve threshold: time to solve is not defined "
                      "(-); compare the final return")
     if config.compute_dtype != "float32":
-        notes.append(f"compute_dtype: float32 on both sides (SB3's torch network is float32; "
+        notes.append(f"compute_dtype: float32 on every side (SB3's torch network is float32; "
                      f"{config.compute_dtype} would compare different arithmetic)")
         config = dataclasses.replace(config, compute_dtype="float32")
     if config.clip_vloss:
         config = dataclasses.replace(config, clip_vloss=False)
-        notes.append("clip_vloss: off on both sides (SB3 has no CleanRL-style max-form value "
+        notes.append("clip_vloss: off on every side (SB3 has no CleanRL-style max-form value "
                      "clipping; its clip_range_vf clips the prediction itself)")
     return config, notes
 
