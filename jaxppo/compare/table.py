@@ -20,9 +20,12 @@ def label(system: str, config: PPOConfig, seeds: int) -> str:
     return systems.label(system, config.num_envs, seeds)
 
 
-FAIR_BAND = 0.1
+FAIR_BAND = 0.2
 """On an env with a solve threshold, a system's final return must lie within this fraction of
-the threshold below the best system's final return (CartPole: within 47.5 of it)."""
+the threshold below the best system's final return (CartPole: within 95 of it). Not narrower:
+a final return is one seed's per repeat (jaxppo-seeds': the mean of N seeds), and PPO's
+CartPole seeds end between ~400 and 500 at the default budget; a wrong mapping that does not
+learn (or learns far less) ends far below."""
 
 
 def fairness(rows: list[dict], threshold: float | None) -> list[str]:
