@@ -101,10 +101,12 @@ def test_fairness_flags_a_system_given_a_wrong_mapping(monkeypatch):
     from jaxppo.compare.compare import run_system
     from jaxppo.compare.table import aggregate, fairness
 
+    torch.set_num_threads(1)  # as compare pins it: more threads wait on each other under load
     config = PPOConfig(total_timesteps=60_000, clip_vloss=False)
     right = run_system("torch-sync", config, 1, 0)
-    wrong_mapping = lambda c: mapping.Mapped({**mapping.torch_mapping(c).kwargs, "lr": 0.0})  # noqa: E731
-    monkeypatch.setattr(mapping, "torch_mapping", wrong_mapping)
+    right_mapping = mapping.torch_mapping
+    monkeypatch.setattr(mapping, "torch_mapping",
+                        lambda c: mapping.Mapped({**right_mapping(c).kwargs, "lr": 0.0}))
     wrong = run_system("torch-sync", config, 1, 0)
     rows = [aggregate("torch-sync", [right], config, 1), aggregate("torch-async", [wrong], config, 1)]
     notes = fairness(rows, 475.0)
