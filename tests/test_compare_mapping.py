@@ -106,6 +106,11 @@ def test_fairness_flags_a_system_below_the_band():
     assert [r["band"] for r in rows] == ["ok", "ok", "OUT", "OUT"]
     assert len(notes) == 2 and "torch-sync: final return 404.9, below the band 405.0" in notes[0]
     assert "no episode ended" in notes[1]
+    dip = [_row("jaxppo", 500.0), {**_row("torchrl-parallel", 300.0), "repeats": 3,
+                                   "solved": "3/3"}, {**_row("torch-sync", 300.0),
+                                                      "repeats": 3, "solved": "2/3"}]
+    fairness(dip, 475.0)
+    assert [r["band"] for r in dip] == ["ok", "ok (solved every repeat)", "OUT"]
     no_bar = [_row("jaxppo", 500.0), _row("torch-sync", 20.0)]
     assert fairness(no_bar, None) == [] and [r["band"] for r in no_bar] == ["-", "-"]
 

@@ -30,9 +30,10 @@ learn (or learns far less) ends far below."""
 
 def fairness(rows: list[dict], threshold: float | None) -> list[str]:
     """Flag (row["band"] = "OUT") every system whose final return falls below the band the
-    best system sets on an env with a threshold: the same hyperparameters must learn alike,
-    so a system far below the others likely runs a different algorithm (a mapping error).
-    Returns the notes."""
+    best system sets on an env with a threshold, unless it solved in every repeat (the final
+    return is the last rollout's episodes: one late dip of a learner that solved is no sign of
+    a different algorithm). The same hyperparameters must learn alike, so a system far below
+    the others likely runs a different algorithm (a mapping error). Returns the notes."""
     ran = [r for r in rows if not r.get("skipped")]
     finals = [r["final_return"] for r in ran if r.get("final_return") is not None]
     if threshold is None or len(ran) < 2 or not finals:
@@ -45,6 +46,9 @@ def fairness(rows: list[dict], threshold: float | None) -> list[str]:
         final = r.get("final_return")
         if final is not None and final >= top - width:
             r["band"] = "ok"
+            continue
+        if r.get("repeats") and r.get("solved") == f"{r['repeats']}/{r['repeats']}":
+            r["band"] = "ok (solved every repeat)"  # a last rollout's dip, not a lesser learner
             continue
         r["band"] = "OUT"
         got = "no episode ended" if final is None else f"final return {final:.1f}"
