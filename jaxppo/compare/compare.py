@@ -94,7 +94,6 @@ ATARI_SB3_SETTINGS = {"episodic_life": True, "reward_clip": True}
 """EnvPool settings an Atari config may spell out: SB3's `AtariWrapper` trains that way too."""
 
 
-
 def env_kind(env_id: str) -> str:
     """Which SB3 twin `env_id` has: `classic` (gymnasium's classic control), `minatar` (the
     reference MinAtar), `atari` (EnvPool Atari vs ALE under SB3's Atari wrappers) or
@@ -327,7 +326,9 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
             warm_cache: bool, sb3_threads: int = 1, echo=print) -> tuple[list[dict], list[str]]:
     """Run every system `repeats` times (interleaved, each in a child process); return one row
     per system with medians, and the notes on how the configs were made identical and on the
-    machine's load. A `sb3-subproc` whose processes cannot fit in memory is refused first."""
+    machine's load. A system that starts one process per env (`systems.MULTIPROCESS`) whose
+    processes cannot fit in memory is refused first; a system with no twin of the env is a "-"
+    row with the reason (`systems.unsupported`)."""
     if any(s.startswith("sb3") for s in systems) or any(s in MULTIPROCESS for s in systems):
         check_installed(env_kind(config.env_id))
     kind = env_kind(config.env_id)
