@@ -10,6 +10,7 @@ import time
 
 import jaxppo.compare.compare as cmp
 from jaxppo.cli.common import EXAMPLE_CONFIG, add_import_arg, add_no_cache, load_run_config, positive_int
+from jaxppo.compare.systems import ALIASES, DEFAULT_SYSTEMS, SYSTEMS, resolve
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.run.files import check_writable
@@ -17,7 +18,8 @@ from jaxppo.run.rundir import flat_env_id
 
 
 def add_parser(sub) -> None:
-    c = sub.add_parser("compare", help="side by side with Stable-Baselines3 PPO (the compare extra)")
+    c = sub.add_parser("compare", help="side by side with PyTorch PPO: SB3, Tianshou, TorchRL, a torch "
+                       "script (the compare extra)")
     c.add_argument("--config", help=f"YAML config, e.g. {EXAMPLE_CONFIG}")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     c.add_argument("--steps", type=positive_int("--steps"), default=None,
@@ -26,10 +28,12 @@ def add_parser(sub) -> None:
                    help="runs per system; SPS and times are medians (default 3)")
     c.add_argument("--seeds", type=positive_int("--seeds"), default=None,
                    help="vmapped seeds for the 'jaxppo-seeds' system (default 16)")
-    c.add_argument("--systems", default=",".join(cmp.SYSTEMS),
-                   help=f"comma-separated subset of {','.join(cmp.SYSTEMS)}")
+    c.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
+                   help=f"comma-separated subset of {','.join(SYSTEMS)}, or the aliases "
+                   f"{','.join(ALIASES)} (default {','.join(DEFAULT_SYSTEMS)})")
     c.add_argument("--sb3-threads", type=positive_int("--sb3-threads"), default=1,
-                   metavar="N", help="torch threads of each SB3 process (default 1: more "
+                   metavar="N", help="torch threads of each process of every PyTorch system "
+                   "(SB3, Tianshou, TorchRL, the torch script; default 1: more "
                    "threads wait on each other on a busy machine)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default=None, help="output directory (default runs/compare__...)")
@@ -45,11 +49,7 @@ def cmd_compare(args) -> int:
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
     config = load_run_config(args, overrides)
-    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
-    unknown = [s for s in systems if s not in cmp.SYSTEMS]
-    if unknown or not systems:
-        raise UsageError(f"--systems: unknown {unknown or 'empty list'}; choose from "
-                         f"{','.join(cmp.SYSTEMS)}")
+    systems = resolve([s.strip() for s in args.systems.split(",") if s.strip()])
     out_dir = args.out or os.path.join(  # flat, as train's run names
         "runs", f"compare__{flat_env_id(config.env_id)}__{time.strftime('%Y%m%d-%H%M%S')}")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):

@@ -20,7 +20,7 @@ def child_main(argv: list[str]) -> None:
     line on stdout (SYSTEM `measure`: `measure_subproc`'s)."""
     setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
     system, config_json, seeds, seed, *threads = argv
-    if system.startswith("sb3") or system == "measure":
+    if not system.startswith("jaxppo"):  # every PyTorch system, and `measure`
         import torch
 
         torch.set_num_threads(int(threads[0]) if threads else 1)

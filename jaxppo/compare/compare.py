@@ -20,19 +20,19 @@ the difference is removed on the jaxppo side and printed (`comparable_config`).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
 import time
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import jax
 import numpy as np
 
+from jaxppo.compare import systems as systems_mod
 from jaxppo.compare.fit import (
     CHILD,
+    check_peak_fits,
     check_subproc_fits,
     cores,
     holds_jax,
@@ -42,23 +42,35 @@ from jaxppo.compare.fit import (
     process_bytes,
     usable_cores,
 )
+from jaxppo.compare.runners import (
+    check_installed,
+    check_library,
+    mapping_notes,
+    run_pytorch,
+    versions,
+)
+from jaxppo.compare.systems import MULTIPROCESS
 from jaxppo.compare.table import (  # noqa: F401 - CompareInterrupted: the CLI's too
     CompareInterrupted,
     add_ratios,
+    fairness,
     label,
     measured,
+    skipped_row,
     stopped_early,
     table_markdown,
     write_outputs,
 )
+from jaxppo.compare.tree import Watch
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.machine import describe
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.stats import SolveTracker, solve_threshold
 
-SYSTEMS = ("jaxppo", "jaxppo-seeds", "sb3-dummy", "sb3-subproc")
-"""jaxppo with 1 seed; jaxppo with N vmapped seeds; SB3 with DummyVecEnv; SB3 with SubprocVecEnv."""
+SYSTEMS = systems_mod.SYSTEMS
+"""jaxppo (1 seed, N vmapped seeds), SB3, Tianshou, TorchRL and jaxppo's own torch script, each
+in its one-process and one-process-per-env form (`systems.py`)."""
 
 GYMNASIUM_IDS = {
     "CartPole-v1": "CartPole-v1",
@@ -80,9 +92,6 @@ TORSOS = {"classic": ("mlp",), "gymnasium": ("mlp",), "minatar": ("mlp", "cnn"),
 """Per kind of env, the torsos whose twin the SB3 side builds (`sb3_side.policy_setup`)."""
 ATARI_SB3_SETTINGS = {"episodic_life": True, "reward_clip": True}
 """EnvPool settings an Atari config may spell out: SB3's `AtariWrapper` trains that way too."""
-
-INSTALL_HINT = ("jaxppo compare needs the compare extra: pip install 'jaxppo[compare]' "
-                "(it pins torch==2.13.0, the local CPU build; an unpinned torch pulls GBs of CUDA)")
 
 
 def env_kind(env_id: str) -> str:
@@ -137,12 +146,12 @@ def comparable_config(config: PPOConfig) -> tuple[PPOConfig, list[str]]:
         notes.append(f"{config.env_id} has no solve threshold: time to solve is not defined "
                      "(-); compare the final return")
     if config.compute_dtype != "float32":
-        notes.append(f"compute_dtype: float32 on both sides (SB3's torch network is float32; "
+        notes.append(f"compute_dtype: float32 on every side (SB3's torch network is float32; "
                      f"{config.compute_dtype} would compare different arithmetic)")
         config = dataclasses.replace(config, compute_dtype="float32")
     if config.clip_vloss:
         config = dataclasses.replace(config, clip_vloss=False)
-        notes.append("clip_vloss: off on both sides (SB3 has no CleanRL-style max-form value "
+        notes.append("clip_vloss: off on every side (SB3 has no CleanRL-style max-form value "
                      "clipping; its clip_range_vf clips the prediction itself)")
     return config, notes
 
@@ -283,6 +292,11 @@ def run_system(system: str, config: PPOConfig, seeds: int, seed: int) -> dict:
         return _run_jaxppo(config, seeds, seed, t0)
     if system in ("sb3-dummy", "sb3-subproc"):
         return _run_sb3(config, system == "sb3-subproc", seed, t0)
+    if system in SYSTEMS:
+        kind = env_kind(config.env_id)
+        gym_id = (GYMNASIUM_IDS.get(config.env_id) if kind == "classic"
+                  else config.env_id.removeprefix(GYMNASIUM_PREFIX))
+        return run_pytorch(system, config, seed, t0, kind, gym_id)
     raise ValueError(f"unknown system {system!r}")
 
 
@@ -308,40 +322,35 @@ def measure_subproc(config: PPOConfig, seed: int = 0) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # the parent: interleave, aggregate, report
-def versions(env_id: str = "CartPole-v1") -> str:
-    out = []
-    extra = {"minatar": ("minatar",), "atari": ("ale-py",)}.get(env_kind(env_id), ())
-    for pkg in ("torch", "stable-baselines3", "gymnasium", *extra):
-        try:
-            out.append(f"{pkg} {version(pkg)}")
-        except PackageNotFoundError:
-            pass
-    return ", ".join(out)
-
-
-def check_installed(env_id: str) -> None:
-    extra = {"minatar": ("minatar",), "atari": ("ale_py", "cv2")}.get(env_kind(env_id), ())
-    for mod in ("torch", "stable_baselines3", "gymnasium", *extra):
-        if importlib.util.find_spec(mod) is None:
-            raise ConfigError(INSTALL_HINT)
-
-
 def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, ...], seed: int,
             warm_cache: bool, sb3_threads: int = 1, echo=print) -> tuple[list[dict], list[str]]:
     """Run every system `repeats` times (interleaved, each in a child process); return one row
     per system with medians, and the notes on how the configs were made identical and on the
-    machine's load. A `sb3-subproc` whose processes cannot fit in memory is refused first."""
-    if any(s.startswith("sb3") for s in systems):
-        check_installed(config.env_id)
+    machine's load. A system that starts one process per env (`systems.MULTIPROCESS`) whose
+    processes cannot fit in memory is refused first; a system with no twin of the env is a "-"
+    row with the reason (`systems.unsupported`)."""
+    if any(s.startswith("sb3") for s in systems) or any(s in MULTIPROCESS for s in systems):
+        check_installed(env_kind(config.env_id))
+    kind = env_kind(config.env_id)
+    skipped = {s: why for s in systems
+               if (why := systems_mod.unsupported(s, kind, config.torso)) is not None}
+    if len(skipped) == len(systems):
+        raise ConfigError(f"no system of --systems runs {config.env_id}: "
+                          + "; ".join(skipped.values()))
+    for s in systems:
+        if s not in skipped and not s.startswith(("jaxppo", "sb3")):
+            check_library(s)
+    systems = tuple(s for s in systems if s not in skipped)
     config, notes = comparable_config(config)
-    # SB3's torch threads pinned (`sb3_threads`), in its env processes too; jaxppo's XLA:CPU
-    # uses its own pool, one thread per core.
+    notes += mapping_notes(systems, config)
+    # every PyTorch system's torch threads pinned (`sb3_threads`), in its env processes too;
+    # jaxppo's XLA:CPU uses its own pool, one thread per core.
     pinned = {k: str(sb3_threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    if "sb3-subproc" in systems:
+    if any(s in MULTIPROCESS for s in systems):
         check_subproc_fits(config, systems, measure_sb3(config, {**os.environ, **pinned}))
     env = dict(os.environ)
-    if not warm_cache:  # a cold compile is what a new user pays: count it
-        env["JAXPPO_COMPARE_NO_CACHE"] = "1"
+    if not warm_cache:  # a cold compile is what a new user pays: count it (torch.compile's too)
+        env.update(JAXPPO_COMPARE_NO_CACHE="1", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
     runs: dict[str, list[dict]] = {s: [] for s in systems}
     threshold = solve_threshold(config.env_id)
     payload = json.dumps(config.to_dict())
@@ -349,20 +358,24 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     try:
         for k, system in ((k, s) for k in range(repeats) for s in systems):
             echo(f"[{k + 1}/{repeats}] {label(system, config, seeds)} ...")
-            # SB3's side touches JAX only to read gymnax's MinAtar time limit: keep it off the
-            # accelerator (no GPU memory grabbed, no device start-up in its setup time).
-            child_env = ({**env, **pinned, "JAX_PLATFORMS": "cpu"} if system.startswith("sb3")
-                         else env)
+            # The PyTorch sides touch JAX only to read gymnax's MinAtar time limit: keep them off
+            # the accelerator (no GPU memory grabbed, no device start-up in their setup time).
+            child_env = (env if system.startswith("jaxppo")
+                         else {**env, **pinned, "JAX_PLATFORMS": "cpu"})
+            if runs[system]:  # memory taken by other work since its last run
+                check_peak_fits(system, runs[system][-1].get("peak_bytes"))
             loads.append(machine_load())  # before the run: the other work on the machine
-            proc = subprocess.run([*CHILD, system, payload,
-                                   str(seeds), str(seed + k), str(sb3_threads)],
-                                  capture_output=True, text=True, env=child_env)
+            with Watch() as tree:  # the child's whole process tree: peak memory, procs
+                proc = subprocess.run([*CHILD, system, payload, str(seeds), str(seed + k),
+                                       str(sb3_threads)], capture_output=True, text=True,
+                                      env=child_env)
             lines = proc.stdout.strip().splitlines()
             killed = proc.returncode < 0 or proc.returncode >= 128  # a signal ended the child
             if proc.returncode != 0 and not killed:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
-            result = ({**json.loads(lines[-1]), "load": loads[-1]} if lines and not killed else
+            result = ({**json.loads(lines[-1]), "load": loads[-1], **tree.peak}
+                      if lines and not killed else
                       {"status": f"killed (exit {proc.returncode})", "env_steps": 0})
             cut = stopped_early(system, k, result, config, seeds)
             if cut:  # a stopped or short child is no measurement
@@ -381,8 +394,15 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     else:
         stop = None
     busy = load_note(loads)
-    return measured(runs, config, seeds, threshold is not None,
-                    notes + short + ([busy] if busy else []), stop, repeats)
+    try:
+        rows, notes = measured(runs, config, seeds, threshold is not None,
+                               notes + short + ([busy] if busy else []), stop, repeats)
+    except CompareInterrupted as e:
+        e.notes = e.notes + fairness(e.rows, threshold)
+        e.rows += [skipped_row(s, config, seeds, why) for s, why in skipped.items()]
+        raise
+    notes = notes + fairness(rows, threshold)
+    return rows + [skipped_row(s, config, seeds, why) for s, why in skipped.items()], notes
 
 
 def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: int,
@@ -404,11 +424,14 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
     add_ratios(rows)
     cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
     loads = [r["load"] for r in rows if r.get("load") is not None]
+    ran = [r for r in rows if not r.get("skipped")]
     load = (f"; load before runs at most {max(loads):.1f} on {cores()} cores" if loads else "")
     threads = (f"; threads: SB3's torch pinned to {sb3_threads} per process (--sb3-threads), "
+               "as every PyTorch system's, "
                f"jaxppo's XLA:CPU (on the CPU) one per core it may use ({usable_cores()})")
+    ran = versions(env_kind(config.env_id), tuple(r["system"] for r in ran))
     header = (f"{config.env_id}, {same.env_steps:,} steps per agent, medians of {repeats} "
-              f"interleaved repeat(s); {describe()}; {versions(config.env_id)}; jaxppo: {cache}"
+              f"interleaved repeat(s); {describe()}; {ran}; jaxppo: {cache}"
               f"{threads}{load}")
     try:
         md = write_outputs(out_dir, rows, same, notes, header)

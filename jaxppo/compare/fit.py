@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+from jaxppo.compare.systems import MULTIPROCESS
 from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
 from jaxppo.run.memory import fmt_bytes, host_available
@@ -65,7 +66,7 @@ def threads_text(system: str, config: PPOConfig, reported: dict) -> str:
         platform = reported.get("platform", "cpu")
         return (f"XLA:CPU pool of {reported['threads']}" if platform == "cpu"
                 else f"{platform.upper()} (host: {reported['threads']} threads)")
-    procs = f" + {config.num_envs} env procs" if system == "sb3-subproc" else ""
+    procs = f" + {config.num_envs} env procs" if system in MULTIPROCESS else ""
     return f"torch {reported['threads']}{procs}"
 
 
@@ -114,18 +115,34 @@ def measure_sb3(config: PPOConfig, env: dict | None = None) -> dict:
 
 
 def check_subproc_fits(config: PPOConfig, systems: tuple[str, ...], measured: dict) -> None:
-    """Refuse (one line naming --systems) a `sb3-subproc` whose `num_envs` processes of the
-    measured size, with SB3's own, exceed the host's available memory."""
+    """Refuse (one line naming --systems) the systems that start one process per env
+    (`systems.MULTIPROCESS`: SB3's SubprocVecEnv, Tianshou's SubprocVectorEnv, TorchRL's
+    ParallelEnv, Gymnasium's AsyncVectorEnv) when `num_envs` processes of the measured size
+    (an SB3 SubprocVecEnv worker: torch and the env; the others' workers import the same),
+    with the main process, exceed the host's available memory."""
     free = host_available()
     worker, main = measured.get("worker"), measured.get("main") or 0
-    if "sb3-subproc" not in systems or worker is None or free is None:
+    many = [s for s in systems if s in MULTIPROCESS]
+    if not many or worker is None or free is None:
         return
     need = config.num_envs * worker + main
     if need <= free:
         return
-    rest = ",".join(s for s in systems if s != "sb3-subproc")
-    drop = f"leave it out (--systems {rest})" if rest else "pick other --systems"
-    raise UsageError(f"--systems sb3-subproc: SB3's SubprocVecEnv would start "
-                     f"{config.num_envs} processes of ~{fmt_bytes(worker)} each (measured; "
-                     f"~{fmt_bytes(need)} with SB3's own) but the host has {fmt_bytes(free)} "
+    rest = ",".join(s for s in systems if s not in MULTIPROCESS)
+    them = "it" if len(many) == 1 else "them"
+    drop = f"leave {them} out (--systems {rest})" if rest else "pick other --systems"
+    raise UsageError(f"--systems {','.join(many)}: each would start "
+                     f"{config.num_envs} processes (one per env) of ~{fmt_bytes(worker)} each (measured; "
+                     f"~{fmt_bytes(need)} with the main one) but the host has {fmt_bytes(free)} "
                      f"free; {drop} or lower num_envs (--set num_envs=...)")
+
+
+def check_peak_fits(system: str, peak_bytes: int | None) -> None:
+    """Before a later repeat: refuse a system whose last run's process tree peaked above the
+    host's available memory now (other work took it meanwhile)."""
+    free = host_available()
+    if peak_bytes is None or free is None or peak_bytes <= free:
+        return
+    raise UsageError(f"--systems {system}: its last run's processes peaked at "
+                     f"~{fmt_bytes(peak_bytes)} but the host now has {fmt_bytes(free)} free; "
+                     "free memory or leave it out of --systems")

@@ -9,6 +9,7 @@ import json
 import os
 import statistics
 
+from jaxppo.compare import systems
 from jaxppo.compare.fit import threads_text
 from jaxppo.config import PPOConfig
 from jaxppo.plots import has_bar, plot_compare
@@ -16,12 +17,52 @@ from jaxppo.writes import write_failed, write_whole
 
 
 def label(system: str, config: PPOConfig, seeds: int) -> str:
-    return {
-        "jaxppo": "jaxppo, 1 seed",
-        "jaxppo-seeds": f"jaxppo, {seeds} vmapped seeds",
-        "sb3-dummy": f"SB3 DummyVecEnv ({config.num_envs} envs)",
-        "sb3-subproc": f"SB3 SubprocVecEnv ({config.num_envs} procs)",
-    }[system]
+    return systems.label(system, config.num_envs, seeds)
+
+
+FAIR_BAND = 0.2
+"""On an env with a solve threshold, a system's final return must lie within this fraction of
+the threshold below the best system's final return (CartPole: within 95 of it). Not narrower:
+a final return is one seed's per repeat (jaxppo-seeds': the mean of N seeds), and PPO's
+CartPole seeds end between ~400 and 500 at the default budget; a wrong mapping that does not
+learn (or learns far less) ends far below."""
+
+
+def fairness(rows: list[dict], threshold: float | None) -> list[str]:
+    """Flag (row["band"] = "OUT") every system whose final return falls below the band the
+    best system sets on an env with a threshold, unless it solved in every repeat (the final
+    return is the last rollout's episodes: one late dip of a learner that solved is no sign of
+    a different algorithm). The same hyperparameters must learn alike, so a system far below
+    the others likely runs a different algorithm (a mapping error). Returns the notes."""
+    ran = [r for r in rows if not r.get("skipped")]
+    finals = [r["final_return"] for r in ran if r.get("final_return") is not None]
+    if threshold is None or len(ran) < 2 or not finals:
+        for r in ran:
+            r["band"] = "-"
+        return []
+    top, width = max(finals), FAIR_BAND * abs(threshold)
+    notes = []
+    for r in ran:
+        final = r.get("final_return")
+        if final is not None and final >= top - width:
+            r["band"] = "ok"
+            continue
+        if r.get("repeats") and r.get("solved") == f"{r['repeats']}/{r['repeats']}":
+            r["band"] = "ok (solved every repeat)"  # a last rollout's dip, not a lesser learner
+            continue
+        r["band"] = "OUT"
+        got = "no episode ended" if final is None else f"final return {final:.1f}"
+        notes.append(f"FAIRNESS: {r['label']}: {got}, below the band {top - width:.1f} to "
+                     f"{top:.1f} (the best system's final return less {FAIR_BAND:.0%} of the "
+                     "solve threshold): the same hyperparameters should learn alike; check "
+                     "this system's mapping")
+    return notes
+
+
+def skipped_row(system: str, config: PPOConfig, seeds: int, reason: str) -> dict:
+    """The row of a system that cannot run this env: "-" everywhere, and why."""
+    return {"system": system, "label": label(system, config, seeds), "repeats": 0,
+            "skipped": reason}
 
 
 def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
@@ -45,8 +86,21 @@ def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
         "solved": f"{len(solves)}/{len(results)}" if has_threshold else "-",
         "final_return": statistics.mean(finals) if finals else None,
         "threads": threads_text(system, config, results[0]),
+        "peak_mb": _med_or_none([r.get("peak_bytes") for r in results], 2**20),
+        "procs": _max_or_none([r.get("procs") for r in results]),
+        "tree_threads": _max_or_none([r.get("tree_threads") for r in results]),
         "load": max(loads) if loads else None,
     }
+
+
+def _med_or_none(values: list, scale: float = 1.0) -> float | None:
+    seen = [v for v in values if v is not None]
+    return statistics.median(seen) / scale if seen else None
+
+
+def _max_or_none(values: list) -> int | None:
+    seen = [v for v in values if v is not None]
+    return max(seen) if seen else None
 
 
 def stopped_early(system: str, k: int, result: dict, config: PPOConfig,
@@ -98,7 +152,8 @@ def add_ratios(rows: list[dict]) -> None:
     for ref in ("sb3-dummy", "sb3-subproc"):
         base = next((r for r in rows if r["system"] == ref), None)
         for r in rows:
-            r[f"sps_x_{ref}"] = r["sps"] / base["sps"] if base else None
+            if not r.get("skipped"):
+                r[f"sps_x_{ref}"] = r["sps"] / base["sps"] if base else None
 
 
 def _fmt(v, spec: str, none: str = "-") -> str:
@@ -108,17 +163,25 @@ def _fmt(v, spec: str, none: str = "-") -> str:
 def table_markdown(rows: list[dict], notes: list[str], header: str) -> str:
     lines = [header, "",
              "| system | threads | setup/compile (s) | SPS (median) | × SB3 Dummy | "
-             "× SB3 Subproc | time to solve incl. setup (s) | solved | final return |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "× SB3 Subproc | time to solve incl. setup (s) | solved | final return | "
+             "return band | peak memory, process tree (MB) | processes / threads (tree) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
+        if r.get("skipped"):
+            lines.append(f"| {r['label']} | - | - | - | - | - | - | - | - | - | - | - |")
+            continue
+        procs = ("-" if r.get("procs") is None
+                 else f"{r['procs']} / {r.get('tree_threads') or '-'}")
         lines.append(
             f"| {r['label']} | {r.get('threads', '-')} | {r['setup_s']:.1f} | {r['sps']:,.0f} | "
             f"{_fmt(r.get('sps_x_sb3-dummy'), ',.1f')} | "
             f"{_fmt(r.get('sps_x_sb3-subproc'), ',.1f')} | "
             f"{_fmt(r['solve_s'], '.1f', 'not solved' if has_bar(r) else '-')} | "
             f"{r['solved']} | "
-            f"{_fmt(r['final_return'], '.1f')} |")
-    lines += ["", *[f"- {n}" for n in notes]]
+            f"{_fmt(r['final_return'], '.1f')} | {r.get('band', '-')} | "
+            f"{_fmt(r.get('peak_mb'), ',.0f')} | {procs} |")
+    skipped = [f"{r['label']}: - ({r['skipped']})" for r in rows if r.get("skipped")]
+    lines += ["", *[f"- {n}" for n in skipped + notes]]
     return "\n".join(lines) + "\n"
 
 
@@ -127,7 +190,7 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
     os.makedirs(out_dir, exist_ok=True)
     md = table_markdown(rows, notes, header)
     table = io.StringIO(newline="")
-    w = csv.DictWriter(table, fieldnames=list(rows[0]))
+    w = csv.DictWriter(table, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
     w.writeheader()
     w.writerows(rows)
     for name, data in (("compare.md", md), ("compare.csv", table.getvalue()),
@@ -135,7 +198,8 @@ def write_outputs(out_dir: str, rows: list[dict], config: PPOConfig, notes: list
         write_whole(os.path.join(out_dir, name), data, f"compare's {name}")
     png = os.path.join(out_dir, "compare.png")
     try:
-        plot_compare(png, rows, f"{config.env_id}, {config.env_steps:,} steps")
+        plot_compare(png, [r for r in rows if not r.get("skipped")],
+                     f"{config.env_id}, {config.env_steps:,} steps")
     except OSError as e:
         raise write_failed(png, "compare's figure", e) from None
     return md
