@@ -190,7 +190,7 @@ def _watch(fd: int) -> None:
     runs none, so the process ignored every signal. The C-level handler still writes each
     signal's number to the wakeup fd: after a second stop signal, the main thread gets
     `GRACE_S` to end the command; then the command ends here."""
-    numbers = {int(s) for s in SIGNALS}
+    numbers = {int(s) for s in SIGNALS}  # two at once are one to the main thread's handler
     seen = 0
     while True:
         try:
@@ -208,8 +208,9 @@ def _watch(fd: int) -> None:
                 time.sleep(GRACE_S)
                 _flush()
                 os._exit(128 + b)
-            stop_at_once(b, f"(the command did not stop within {GRACE_S:.0f} s of a second "
-                            "signal)")
+            starting = _held or (StopFlag._held is not None and StopFlag._held.starting)
+            stop_at_once(b, "while starting; nothing was run" if starting else
+                         f"(the command did not stop within {GRACE_S:.0f} s of a second signal)")
 
 
 def start_watchdog() -> None:

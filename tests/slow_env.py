@@ -5,7 +5,7 @@ scripts/stop_anywhere.py): imported with `--import slow_env` (this folder on PYT
   command's start-up is slow on any machine (a busy machine's start-up took 23-30 s).
 - `gymnasium/slow_env:Blocking-v0`: a Gymnasium corridor whose `step` never returns once it has
   taken `JAXPPO_TEST_BLOCK_AFTER` steps (per env; unset or 0: it never blocks), as a hung
-  simulator's would.
+  simulator's would: not even a KeyboardInterrupt raised in it ends it.
 """
 
 import os
@@ -44,7 +44,11 @@ class Blocking(gym.Env):
         self.steps += 1
         if self.block_after and self.steps > self.block_after:
             print("slow_env: blocked", file=sys.stderr, flush=True)
-            threading.Event().wait()  # never returns
+            while True:  # never returns, whatever is raised in it (where XLA runs the
+                try:  # callback on the main thread, a stop signal's KeyboardInterrupt)
+                    threading.Event().wait()
+                except BaseException:  # noqa: BLE001, S110 - a hung simulator's C code
+                    pass
         self.pos = max(-self.size, min(self.size, self.pos + (1 if int(action) == 1 else -1)))
         done = self.pos == self.size
         return self._obs(), float(done), done, False, {}
