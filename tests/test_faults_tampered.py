@@ -121,14 +121,19 @@ def _yaml_types(path):
 LAYOUT = ["config.yaml", "run_id", CKPT, "metrics.csv"]
 
 
-@pytest.mark.parametrize("how", ["cut", "empty", "swap", "types"])
+def _fifo(path):
+    os.remove(path)
+    os.mkfifo(path)  # opened for reading, it would wait for a writer for ever
+
+
+@pytest.mark.parametrize("how", ["cut", "empty", "swap", "types", "fifo"])
 @pytest.mark.parametrize("name", LAYOUT)
 def test_each_file_of_a_run_damaged_is_one_line_naming_it(stopped, tmp_path, capsys, name, how):
     run = _copy(stopped, tmp_path)
     path = os.path.join(run, name)
     if how == "types" and name != "config.yaml":
         pytest.skip("only config.yaml has types a user edits (the checkpoint's: above)")
-    {"cut": _cut, "empty": _empty, "types": _yaml_types,
+    {"cut": _cut, "empty": _empty, "types": _yaml_types, "fifo": _fifo,
      "swap": lambda p: _swap(p, os.path.join(stopped[1], name))}[how](path)
     code, err = _resume(capsys, run)
     if name == "metrics.csv" and how == "swap":  # another run's rows, at the same updates
@@ -137,3 +142,31 @@ def test_each_file_of_a_run_damaged_is_one_line_naming_it(stopped, tmp_path, cap
     assert code == 2, err
     assert len(err) == 1 and "Traceback" not in err[0], err
     assert os.path.basename(name) in err[0], err
+
+
+HUGE = "9" * 150
+
+
+@pytest.mark.parametrize("key", ["lr", "num_envs", "max_episode_steps", "rnn_size",
+                                 "hidden_sizes", "total_timesteps"])
+def test_an_integer_too_large_for_its_key_is_one_line(tmp_path, capsys, key):
+    value = f"[{HUGE}]" if key == "hidden_sizes" else HUGE
+    for argv in (["--set", f"{key}={value}"], None):
+        if argv is None:  # the same in the YAML
+            (tmp_path / "c.yaml").write_text(f"env_id: CartPole-v1\n{key}: {value}\n")
+        config = str(tmp_path / "c.yaml") if argv is None else "configs/cartpole.yaml"
+        code, err = run_cli(capsys, ["train", "--config", config, *(argv or []),
+                                     "--logdir", str(tmp_path / "runs")])
+        assert code == 2, err
+        assert len(err) == 1 and f"config key '{key}'" in err[0], err
+        assert len(err[0]) < 400, err  # not the 150 digits, several times
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_a_config_path_that_is_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
+    fifo = str(tmp_path / "c.yaml")
+    os.mkfifo(fifo)
+    code, err = run_cli(capsys, ["train", "--config", fifo])
+    assert code == 2
+    assert err == [f"jaxppo train: error: config file '{fifo}' is a FIFO (named pipe), not a "
+                   "regular file; save the config as a YAML file and pass that"]

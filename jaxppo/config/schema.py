@@ -299,6 +299,13 @@ def _validate(c: PPOConfig) -> None:
         if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # would be Inf once on the device
             _fail(name, f"got {v!r}, more than float32 (what the run computes in) holds "
                   f"(largest {FLOAT32_MAX:.4g})", "use a smaller number")
+        ints = [x for x in (v if isinstance(v, tuple) else (v,))
+                if isinstance(x, int) and not isinstance(x, bool)]
+        big = next((x for x in ints if abs(x) > _INT32_MAX), None)
+        if big is not None and name != "total_timesteps":  # that one's line says to split
+            shown = f"{big:,}" if len(str(big)) <= 40 else f"an integer of {len(str(abs(big)))} digits"
+            _fail(name, f"got {shown}, more than int32 (what the run counts and indexes in) "
+                  f"holds (largest {_INT32_MAX:,})", "use a smaller number")
 
     if c.reset not in RESETS:
         _fail("reset", f"got {c.reset!r}", f"use one of {list(RESETS)}")

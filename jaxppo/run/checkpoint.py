@@ -29,7 +29,7 @@ from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.keys import is_key, to_host
 from jaxppo.labels import listed, tree_text
-from jaxppo.run.files import remove_stale_temps, write_atomic
+from jaxppo.run.files import check_no_symlinks, remove_stale_temps, write_atomic
 from jaxppo.run.record import RunRecord
 
 FORMAT = "jaxppo-checkpoint"
@@ -99,7 +99,8 @@ def _check_v1(header: dict, state: dict, file: str) -> None:
 
 def _is_run_dir(path: str) -> bool:
     """A directory jaxppo started a run in (it writes config.yaml first)."""
-    return os.path.isfile(os.path.join(path, "config.yaml"))
+    config = os.path.join(path, "config.yaml")
+    return os.path.lexists(config) and not os.path.isdir(config)
 
 
 def checkpoint_path(path: str | os.PathLike) -> str:
@@ -185,6 +186,8 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     covers the header too: a flipped bit in `gamma` or an edited `update` is refused)."""
     file = checkpoint_path(path)
     run_dir = os.path.dirname(os.path.dirname(file)) or "."
+    if _is_run_dir(run_dir):  # nothing in it is read that could wait for ever (a FIFO)
+        check_no_symlinks(run_dir, links=False)
     if not os.path.isfile(file) and _is_run_dir(run_dir):
         raise CheckpointError(f"run '{run_dir}' has no checkpoint: no checkpoint was written "
                               "before the run stopped, so there is nothing to resume or "
