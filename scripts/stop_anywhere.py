@@ -48,18 +48,18 @@ def command(kind: str, work: str, finished: str) -> tuple[list[str], dict, float
     logdir = ["--logdir", os.path.join(work, "runs")]
     train = ["train", "--config", CARTPOLE, "--import", "slow_env", *TINY, *logdir]
     if kind == "train":
-        return ["--no-cache", *train], {}, 30.0
+        return ["--no-cache", *train], {}, 16.0
     if kind == "train-cached":
-        return train, {}, 15.0
+        return train, {}, 10.0
     if kind == "host-blocking":
         return (["--no-cache", "train", "--config", CARTPOLE, "--set",
                  "env_id=gymnasium/slow_env:Blocking-v0", *TINY, *logdir],
                 {"JAXPPO_TEST_BLOCK_AFTER": "200"}, 25.0)
     if kind == "eval":
-        return ["eval", finished, "--episodes", "8", "--import", "slow_env"], {}, 15.0
+        return ["eval", finished, "--episodes", "8", "--import", "slow_env"], {}, 12.0
     if kind == "sweep":
         return (["sweep", "--config", CARTPOLE, "--import", "slow_env", "--grid",
-                 "lr=1e-3,3e-4", *TINY, *logdir], {}, 30.0)
+                 "lr=1e-3,3e-4", *TINY, *logdir], {}, 10.0)
     if kind == "report":
         return ["report", finished, "--out", os.path.join(work, "report")], {}, 12.0
     raise ValueError(kind)
@@ -171,6 +171,8 @@ def main() -> int:
     p.add_argument("--slow", type=float, default=4.0, help="seconds slow_env busy-works at import")
     p.add_argument("--out", default=None, help="write the tally (Markdown) here")
     args = p.parse_args()
+    for s in SIGNALS:  # the commands start as a user's would (this script may run under nohup)
+        signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
     rng = random.Random(args.seed)
     kinds = ["train"] * 4 + ["train-cached"] * 2 + ["host-blocking"] * 2 + ["eval"] * 2 + \
         ["sweep"] * 2 + ["report"]
