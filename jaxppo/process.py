@@ -67,9 +67,10 @@ def command_started() -> float:
 
 
 def is_command() -> bool:
-    """This process is the `jaxppo` command (the console script or `python -m jaxppo.cli`)."""
+    """This process is the `jaxppo` command (the console script, `python -m jaxppo` or
+    `python -m jaxppo.cli`)."""
     argv = getattr(sys, "orig_argv", sys.argv)
-    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "jaxppo.cli":
+    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] in ("jaxppo", "jaxppo.cli"):
         return True
     return os.path.basename(sys.argv[0] or "") in ("jaxppo", "jaxppo.exe")
 
