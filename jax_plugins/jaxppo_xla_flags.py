@@ -11,7 +11,7 @@ process that has imported jaxppo or one of those suites by then, so other JAX pr
 same environment are left alone. It imports nothing heavy: it runs inside JAX's backend setup.
 
 It also keeps the CUDA compiler plugin of the `gpu-profile` extra (`jax-cuda12-pjrt`, which
-`scripts/hlo_profile.py --target h100` compiles with on a machine with no GPU) quiet where it
+`jaxppo profile --target h100` compiles with on a machine with no GPU) quiet where it
 can do nothing: JAX calls every installed plugin's `initialize()`, and without a CUDA runtime
 that one raises, and JAX prints the traceback. `quiet_cuda_plugins` wraps it so that it runs
 only where JAX could use it (a visible NVIDIA GPU, JAX's own test) or where the process asks

@@ -28,6 +28,7 @@ from jaxppo.policy import (  # noqa: E402
     export_policy,
     load_policy,
 )
+from jaxppo.profile import ProgramProfile, profile_config  # noqa: E402
 from jaxppo.reports import Report, report  # noqa: E402
 from jaxppo.run.callbacks import Checkpointer, Progress, StopAtReturn  # noqa: E402
 from jaxppo.run.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
@@ -58,6 +59,7 @@ __all__ = [
     "MeshPlacement",
     "PPOConfig",
     "Policy",
+    "ProgramProfile",
     "Progress",
     "Report",
     "RunInfo",
@@ -83,6 +85,7 @@ __all__ = [
     "make_mesh",
     "make_sharded_train",
     "make_train",
+    "profile_config",
     "register_env",
     "report",
     "resume_sweep",

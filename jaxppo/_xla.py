@@ -6,7 +6,7 @@ CartPole config at 16 seeds now and then). The cause is jaxlib 0.10's CPU LAPACK
 batched QR (orthogonal init under a vmap over seeds) hands its batch to XLA:CPU's thread pool
 from inside a thread of that pool and blocks; two at once on a 2-thread pool wait forever
 (native stacks, BENCHMARKS.md). jaxppo's init no longer batches a QR
-(`jaxppo.core.torsos.orthogonal`; `tests/test_hang.py` checks every vmapped program and runs a
+(`jaxppo.core.torsos.orthogonal`; `tests/integration/test_hang.py` checks every vmapped program and runs a
 watchdog), so its programs need nothing here.
 
 Turning off the concurrency-optimized thunk scheduler (the flag below, which `import jaxppo`

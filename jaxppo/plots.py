@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import textwrap
 import warnings
 
 import matplotlib
@@ -45,6 +46,14 @@ def legend_outside(ax, n: int) -> None:
               ncol=max(1, -(-n // 25)), frameon=False)
 
 
+def fit_title(title: str, width_in: float, fontsize: float = 12.0) -> str:
+    """`title` wrapped to lines that fit a figure `width_in` inches wide (a report's title
+    names every env and source: one line of it ran past the figure's edges, cut off)."""
+    chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars, break_on_hyphens=False, break_long_words=False)
+                     for line in title.splitlines()) or title
+
+
 def padded_limits(values, pad: float = 0.06) -> tuple[float, float] | None:
     """Axis limits around the finite `values`, padded so a marker at the extreme value stays
     off the spine (None: no finite value)."""
@@ -62,7 +71,9 @@ def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str
     """Episodic return vs env steps: the mean over runs with a +-1 std band (returns: [R, U]),
     one curve per group of runs when `groups` (a sweep: {setting label: its runs}) is given. A
     NaN (a run before its first episode ended) is left out of the mean."""
-    groups = groups or {f"mean over {returns.shape[0]} seed(s)": list(range(returns.shape[0]))}
+    one = returns.shape[0] == 1
+    groups = groups or {"1 seed" if one else f"mean over {returns.shape[0]} seeds":
+                        list(range(returns.shape[0]))}
     fig, ax = plt.subplots(figsize=(7, 4))
     many = len(groups) > 1
     for (label, runs), style in zip(groups.items(), series_styles(len(groups)), strict=True):
@@ -70,13 +81,14 @@ def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str
             warnings.simplefilter("ignore", RuntimeWarning)
             mean, std = np.nanmean(returns[runs], 0), np.nanstd(returns[runs], 0)
         ax.plot(env_steps, mean, lw=1.5, label=label, **style)
-        ax.fill_between(env_steps, mean - std, mean + std, alpha=0.12 if many else 0.2,
-                        color=style["color"], label=None if many else "± 1 std")
+        if len(runs) > 1:  # one seed has no spread: no band, and no legend entry for one
+            ax.fill_between(env_steps, mean - std, mean + std, alpha=0.12 if many else 0.2,
+                            color=style["color"], label=None if many else "± 1 std")
     if threshold is not None:
         ax.axhline(threshold, color="k", ls="--", lw=0.8, label=f"solved ({threshold:g})")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("episodic return" + (" (mean ± 1 std over seeds)" if many else ""))
-    ax.set_title(title)
+    ax.set_title(fit_title(title, 7))
     ax.grid(alpha=0.3)
     if many:
         legend_outside(ax, len(groups) + (threshold is not None))
@@ -169,8 +181,10 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
     x-axis padded so an estimate at the extreme (a return of 500, a gap of 0) stays off the
     spine."""
     names = [k for k in STAT_TITLES if any(k in r["stats"] for r in rows)]
+    width = 2.8 * max(len(names), 1) + 2
+    title = fit_title(title, width)
     fig, axes = plt.subplots(1, max(len(names), 1), sharey=True,
-                             figsize=(2.8 * max(len(names), 1) + 2, 0.45 * len(rows) + 1.9),
+                             figsize=(width, 0.45 * len(rows) + 1.9 + 0.2 * title.count("\n")),
                              squeeze=False)
     if not rows:
         _empty(axes[0, 0], "no seed has a score")
@@ -193,6 +207,7 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
         if limits:
             ax.set_xlim(*limits)
         ax.set_title(STAT_TITLES[name])
+        ax.xaxis.set_major_locator(plt.MaxNLocator(4))  # a narrow panel: no ticks run together
         ax.set_xlabel(scale)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_yticks(y)
@@ -201,7 +216,7 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str = "",
@@ -222,7 +237,7 @@ def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str
         ax.set_ylabel(scale if one_seed else f"IQM {scale} (95% CI)")
         ax.grid(alpha=0.3)
         legend_outside(ax, len(curves))
-    ax.set_title(title)
+    ax.set_title(fit_title(title, 7))
     save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
@@ -248,5 +263,5 @@ def plot_profiles(path: str, profiles: dict | None, scale: str, title: str = "")
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
         legend_outside(ax, len(lines))
-    ax.set_title(title)
+    ax.set_title(fit_title(title, 7))
     save_figure(fig, path, dpi=110, bbox_inches="tight")

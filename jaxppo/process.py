@@ -1,5 +1,5 @@
-"""The process jaxppo runs in: when it started (the CLI's wall time counts from there), the
-stop signals it holds, and how it ends.
+"""The process jaxppo runs in: when jaxppo's code began in it (the CLI's wall time counts from
+there), the stop signals it holds, and how it ends.
 
 Importing jaxppo takes seconds (JAX, the env suites). A Ctrl-C then would raise a
 KeyboardInterrupt inside some library's import and print its traceback; for the command
@@ -27,7 +27,7 @@ import time
 from typing import NoReturn
 
 IMPORTED = time.perf_counter()
-"""`time.perf_counter()` when jaxppo's import began."""
+"""`time.perf_counter()` when jaxppo's import began: the command's start (`command_started`)."""
 
 SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
                 if s is not None)
@@ -37,33 +37,14 @@ _held: dict[int, object] = {}  # signal -> the handler it had before `hold_signa
 _pending: list[int] = []
 
 
-def _since_process_start() -> float | None:
-    """Seconds since this process started, from the kernel's record (Linux; 10 ms ticks);
-    None where it cannot be read."""
-    try:
-        with open("/proc/self/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        start = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, since boot
-        return time.clock_gettime(time.CLOCK_BOOTTIME) - start
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-def process_started() -> float:
-    """`time.perf_counter()` at this process's start: the kernel's record where it is
-    plausible (it includes the interpreter's own start-up), else the start of jaxppo's
-    import."""
-    now = time.perf_counter()
-    since = _since_process_start()
-    if since is not None and now - IMPORTED <= since <= now - IMPORTED + 600:
-        return now - since
-    return IMPORTED
-
-
 def command_started() -> float:
-    """`time.perf_counter()` when the command began: the process's start for the `jaxppo`
-    command, now for `main()` called in a process of its own (a test, a notebook)."""
-    return process_started() if is_command() else time.perf_counter()
+    """`time.perf_counter()` when the command began: for the `jaxppo` command, the moment
+    jaxppo's own code began to run (this module is the first it imports, before JAX), so
+    start-up counts jaxppo's imports, the env and the checks; now for `main()` called in a
+    process of its own (a test, a notebook). Not the process's start: a shell that ran other
+    work first and then exec'd jaxppo (`bash -c "pip install ... && jaxppo train ..."`) gives
+    the process its own start time, and start-up read 196.9 s of pip."""
+    return IMPORTED if is_command() else time.perf_counter()
 
 
 def is_command() -> bool:

@@ -1,9 +1,12 @@
 """What the test files share: the test envs they register, small configs, the compilation
 cache, running the CLI in-process, and a run stopped half-way.
 
-The suite's tiers: `pytest -m unit` (pure pieces, no training: a few minutes), `pytest -m "not
-slow"` (and the CLI, run directories, faults, env suites: integration), `pytest` (with the
-learning runs, marked `slow`). Test files of pure pieces declare `pytestmark = pytest.mark.unit`.
+The suite's tiers are folders: `tests/unit/<layer>/` (pure pieces, no training, no optional
+extra: `pytest tests/unit`, the fast loop), `tests/integration/` (the CLI, runs, run
+directories, faults, env suites), `tests/learning/` (learning runs: marked `slow`),
+`tests/docs/` (the site and every command it shows). A test's folder gives its marker
+(`unit`, `slow`). Support modules the test files import
+(`long_compile_env`, `slow_env`, `sharded_checks`) and `fixtures/` stay here, beside this file.
 
 Compile options: most tests spend their time compiling, not running, so the suite's processes
 (and the processes they start) compile at LLVM level 0 and with XLA:CPU's older loop emitters
@@ -14,17 +17,25 @@ XLA's and jaxppo's own options, as a user's do; tests that compare two programs 
 (`exact`) get XLA's own emitters back, under which jaxppo promises that (`default_compile_level`).
 """
 
+import csv
 import functools
 import importlib.util
+import json
 import os
 import signal
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+"""This folder: the test files' support modules (`long_compile_env`, `sharded_checks`) and
+`fixtures/`; the test files are in its tiers' folders (unit/, integration/, learning/, docs/)."""
+ROOT = os.path.dirname(TESTS)
+"""The checkout: configs/, scripts/, docs/ (test files at any depth name it through here)."""
+FIXTURES = os.path.join(TESTS, "fixtures")
 
 
 def _compat():
     """jaxppo/compat.py read on its own: importing the package would import JAX, and XLA_FLAGS
     must be set first."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jaxppo",
-                        "compat.py")
+    path = os.path.join(ROOT, "jaxppo", "compat.py")
     spec = importlib.util.spec_from_file_location("_jaxppo_compat_for_flags", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -290,24 +301,58 @@ def assert_sweep_refused(capsys, tmp_path, argv, culprits):
 
 
 NEWER_LINE = (
-    "tests/test_keys.py",  # every key form users write
-    "tests/test_startup.py",  # what a command imports before it answers
-    "tests/test_train.py",  # the train fn: determinism, vmapped equals alone, chunks, retracing
-    "tests/test_probes.py",  # value, discounting, bootstrapping, the better action learned
-    "tests/test_learning.py::test_cartpole_configs_solve_and_stay_solved",  # MLP learns
-    "tests/test_recurrent.py::test_memory_probe_needs_memory",  # GRU and LSTM learn
-    "tests/test_networks.py::test_cnn_torso_trains_through_make_train",  # MinAtar's CNN
-    "tests/test_brax.py::test_inverted_double_pendulum_learns_on_cpu",  # continuous, Brax
-    "tests/test_export.py::test_every_policy_family_exports",  # jax.export and ONNX, each family
-    "tests/test_docs.py::test_the_site_builds_strictly_with_every_name_flag_and_key",
-    "tests/test_scripts.py::test_hlo_profile_compiles_for_an_h100_without_one",
+    "tests/integration/test_keys.py",  # every key form users write
+    "tests/integration/test_startup.py",  # what a command imports before it answers
+    "tests/integration/test_train.py",  # the train fn: determinism, vmapped equals alone, chunks
+    "tests/integration/test_probes.py",  # value, discounting, bootstrapping, the better action
+    "tests/learning/test_learning.py::test_cartpole_configs_solve_and_stay_solved",  # MLP learns
+    "tests/learning/test_recurrent_learns.py::test_memory_probe_needs_memory",  # GRU and LSTM
+    "tests/integration/test_networks.py::test_cnn_torso_trains_through_make_train",  # MinAtar CNN
+    "tests/learning/test_brax_learns.py::test_inverted_double_pendulum_learns_on_cpu",  # Brax
+    "tests/integration/test_export.py::test_every_policy_family_exports",  # each family
+    "tests/docs/test_docs.py::test_the_site_builds_strictly_with_every_name_flag_and_key",
+    "tests/integration/test_profile.py::test_profile_compiles_for_an_h100_without_one",
+    "tests/integration/test_profile.py::test_profile_of_a_host_env_for_a_gpu_is_one_line",
 )
 """CI's subset on the newer line (Python 3.12 + JAX 0.12: `.ci/run`), beside every unit test:
 node ids or whole files."""
 
 
+TIERS = {"unit": "unit", "learning": "slow"}
+"""A tier's folder and the marker its tests carry."""
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark the newer line's subset `newer_line` (pyproject's markers say what it is)."""
+    """Mark each test with its folder's tier (tests/unit: `unit`, tests/learning: `slow`), and
+    the newer line's subset `newer_line` (pyproject's markers say what they are)."""
     for item in items:
+        parts = os.path.relpath(str(item.path), TESTS).split(os.sep)
+        if parts[0] in TIERS and not item.get_closest_marker(TIERS[parts[0]]):
+            item.add_marker(getattr(pytest.mark, TIERS[parts[0]]))
         if item.get_closest_marker("unit") or item.nodeid.split("[")[0].startswith(NEWER_LINE):
             item.add_marker(pytest.mark.newer_line)
+
+
+def make_run(path, env_id="CartPole-v1", final=(100.0, 200.0, 300.0, 400.0), updates=12,
+             settings=None, summary=True):
+    """A run directory as jaxppo writes it, made by hand for the report's tests (no training):
+    config.yaml, metrics.csv (no episode ends in updates 1-2 and in every 4th update),
+    summary.json."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.yaml"), "w") as f:
+        f.write(f"env_id: {env_id}\nnum_envs: 4\nnum_steps: 16\n")
+    runs = len(final)
+    with open(os.path.join(path, "metrics.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["update", "run", "env_steps", "wall_s", "episodic_return", "episodes"])
+        for u in range(1, updates + 1):
+            for r in range(runs):
+                ended = u > 2 and u % 4
+                w.writerow([u, r, 64 * u, 0.1, f"{10 * u + r}" if ended else "", int(bool(ended))])
+    if summary:
+        s = {"env_id": env_id, "num_runs": runs, "final_return": list(final)}
+        if settings:
+            s |= {"settings": settings, "seeds": runs // len(settings)}
+        with open(os.path.join(path, "summary.json"), "w") as f:
+            json.dump(s, f)
+    return str(path)

@@ -1,7 +1,7 @@
 """An environment whose programs take as long to compile as a test needs: its step unrolls
 `JAXPPO_TEST_COMPILE_OPS` small matrix products (read each time the step is traced; 0 by
 default, a quick compile). For the tests that stop a command while XLA compiles
-(tests/test_faults_compile_signals.py): a run trains quickly, then its `jaxppo eval` (or a
+(tests/integration/test_faults_compile_signals.py): a run trains quickly, then its `jaxppo eval` (or a
 second run) is started with thousands of them. A child process imports it with `--import
 long_compile_env` (this folder on its PYTHONPATH); the run records it, so eval imports it too.
 """

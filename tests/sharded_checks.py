@@ -1,4 +1,4 @@
-"""Checks that need several devices, run by tests/test_sharding.py in a child process with
+"""Checks that need several devices, run by tests/integration/test_sharding.py in a child process with
 XLA_FLAGS=--xla_force_host_platform_device_count=4 (the device count is fixed when JAX starts,
 so they cannot share the main test process). `python tests/sharded_checks.py NAME`."""
 

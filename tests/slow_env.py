@@ -1,4 +1,4 @@
-"""Test helpers for stop signals at awkward moments (tests/test_faults_stop_anywhere.py,
+"""Test helpers for stop signals at awkward moments (tests/integration/test_faults_stop_anywhere.py,
 scripts/stop_anywhere.py): imported with `--import slow_env` (this folder on PYTHONPATH).
 
 - `JAXPPO_TEST_SLOW_IMPORT_S`: seconds of busy work while this module imports, so the

@@ -27,30 +27,48 @@ if ROOT not in sys.path:  # the checkout being documented, before any installed 
     sys.path.insert(0, ROOT)
 
 
+def flag_rows(parser: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
+    """`(flag, default, meaning)` of each of `parser`'s arguments, as its `--help` gives them:
+    the meaning is argparse's own expansion of the help (`%(default)s`, `95%%` -> `95%`); the
+    default is the value the parser fills in for a flag that takes one, none for a switch
+    (`--stochastic`, `--no-json`: the default is the switch left off, whatever dest holds)."""
+    formatter = parser._get_formatter()
+    rows = []
+    for a in parser._actions:
+        if isinstance(a, argparse._HelpAction) or a.help == argparse.SUPPRESS:
+            continue
+        flag = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.dest}`"
+        if a.metavar and a.option_strings:
+            flag += f" `{a.metavar}`"
+        elif a.choices and a.option_strings:
+            flag += " `{" + ",".join(map(str, a.choices)) + "}`"
+        switch = a.nargs == 0 or isinstance(a, argparse._VersionAction)
+        default = ("" if switch or a.default in (None, [], argparse.SUPPRESS)
+                   else f"`{a.default}`")
+        text = formatter._expand_help(a) if a.help else ""
+        rows.append((flag, default, " ".join(text.split())))
+    return rows
+
+
+def _table(rows: list[tuple[str, str, str]]) -> str:
+    lines = ["| flag | default | meaning |", "|---|---|---|"]
+    lines += [f"| {f} | {d} | {m.replace('|', chr(92) + '|')} |" for f, d, m in rows]
+    return "\n".join(lines) + "\n"
+
+
 def _cli() -> str:
     from jaxppo.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {c.dest: c.help for c in sub._choices_actions}
-    out = []
+    formatter = parser._get_formatter()
+    helps = {c.dest: formatter._expand_help(c) if c.help else "" for c in sub._choices_actions}
+    out = ["## `jaxppo`\n\nOptions before the verb.\n",
+           _table([r for r in flag_rows(parser) if r[0] != "`command`"])]
     for name, verb in sub.choices.items():
         out.append(f"## `jaxppo {name}`\n\n{helps.get(name) or ''}\n")
         out.append(f"```text\n{verb.format_usage().strip()}\n```\n")
-        rows = ["| flag | default | meaning |", "|---|---|---|"]
-        for a in verb._actions:
-            if isinstance(a, argparse._HelpAction) or a.help == argparse.SUPPRESS:
-                continue
-            flag = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.dest}`"
-            if a.metavar and a.option_strings:
-                flag += f" `{a.metavar}`"
-            elif a.choices and a.option_strings:
-                flag += " `{" + ",".join(map(str, a.choices)) + "}`"
-            default = ("" if a.default in (None, False, [], argparse.SUPPRESS) or
-                       isinstance(a, argparse._StoreTrueAction) else f"`{a.default}`")
-            text = (a.help or "").replace("|", "\\|").replace("%%", "%")
-            rows.append(f"| {flag} | {default} | {text} |")
-        out.append("\n".join(rows) + "\n")
+        out.append(_table(flag_rows(verb)))
     return "\n".join(out)
 
 

@@ -9,6 +9,7 @@
     jaxppo export runs/<run-name> --format onnx                  (or jax; runs without jaxppo)
     jaxppo compare --config configs/cartpole.yaml --repeats 3   (needs jaxppo[compare])
     jaxppo report runs/a runs/b --out report                     (IQM etc. with 95% CIs)
+    jaxppo profile --config configs/cartpole.yaml --target h100  (kernels per update, deviceless)
     jaxppo config --list                                         (every config key)
 
 Bad input exits with status 2 and one line on stderr; Ctrl-C (or SIGTERM, SIGHUP) saves a
@@ -25,15 +26,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import importlib.metadata
 import os
+import platform
 import signal
 import sys
 import threading
 
+import jax
+
+import jaxppo
 import jaxppo.cli.compare as compare
 import jaxppo.cli.config as config
 import jaxppo.cli.eval as evaluate
 import jaxppo.cli.export as export
+import jaxppo.cli.profile as profile
 import jaxppo.cli.report as report
 import jaxppo.cli.sweep as sweep
 import jaxppo.cli.train as train
@@ -62,7 +69,7 @@ from jaxppo.process import (
 from jaxppo.run.files import PipeSafe
 from jaxppo.writes import WRITE_FIXES
 
-VERBS = (train, sweep, compare, evaluate, export, report, config)
+VERBS = (train, sweep, compare, evaluate, export, report, profile, config)
 """The verbs, in the order `jaxppo --help` lists them."""
 
 HOLDING = ("train", "sweep", "eval")
@@ -92,9 +99,21 @@ def one_line(text: str) -> str:
     return f"{text[:MAX_LINE - 500]} [... {cut:,} characters cut ...] {text[-500:]}"
 
 
+def version_text() -> str:
+    """`jaxppo --version`: this jaxppo's version and the JAX it runs on."""
+    try:
+        jaxlib = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        jaxlib = "not installed"
+    return (f"jaxppo {jaxppo.__version__} (JAX {jax.__version__}, jaxlib {jaxlib}, Python "
+            f"{platform.python_version()})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: `jaxppo VERB ...`."""
     p = _Parser(prog="jaxppo", description="PPO compiled into one lax.scan.")
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print jaxppo's version (and JAX's, jaxlib's, Python's) and exit")
     p.add_argument("--no-cache", action="store_true",
                    help="skip JAX's persistent compilation cache")
     sub = p.add_subparsers(dest="command", required=True)

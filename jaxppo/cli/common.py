@@ -191,12 +191,13 @@ def runs_text(exp: Experiment) -> str:
 
 
 def since_start(args) -> float:
-    """Seconds since the command started (the process's start: imports included)."""
+    """Seconds since the command started (jaxppo's own start: its imports included, not what
+    the process ran before jaxppo: `process.command_started`)."""
     return time.perf_counter() - getattr(args, "started", time.perf_counter())
 
 
 def timing_text(args, result) -> str:
-    """The last line's times: start-up (process start to the run's clock: imports, the env,
+    """The last line's times: start-up (jaxppo's start to the run's clock: imports, the env,
     placing), compile, and the wall time since the command started, which holds them all."""
     startup = max(0.0, result.started - getattr(args, "started", result.started))
     compile_s = result.summary.get("compile_s") or 0.0

@@ -16,19 +16,25 @@ import numpy as np
 from jaxppo.cli.common import add_import_arg, add_no_cache, import_modules, positive_int
 from jaxppo.errors import UsageError
 from jaxppo.policy import evaluate, load_policy
-from jaxppo.policy.render import NoRenderer, render_gif, render_html
+from jaxppo.policy.render import NoRenderer, missing_renderer, render_gif, render_html
 from jaxppo.process import StopFlag, native_work
 from jaxppo.run.files import check_writable
-from jaxppo.run.rundir import run_dir_of
+from jaxppo.run.rundir import read_yaml, run_dir_of
 from jaxppo.search.static_sweep import is_static_sweep
 
 
 def add_parser(sub) -> None:
-    e = sub.add_parser("eval", help="evaluate a run's checkpoint (every seed in one program)")
+    e = sub.add_parser("eval", help="evaluate a run's checkpoint (every seed in one program), "
+                                    "greedy unless --stochastic")
     e.add_argument("run_dir")
-    e.add_argument("--episodes", type=positive_int("--episodes"), default=10)
-    e.add_argument("--deterministic", dest="deterministic", action="store_true", default=True)
-    e.add_argument("--stochastic", dest="deterministic", action="store_false")
+    e.add_argument("--episodes", type=positive_int("--episodes"), default=10,
+                   help="episodes per agent (default 10)")
+    e.add_argument("--deterministic", dest="deterministic", action="store_true", default=True,
+                   help="greedy actions: the policy's most likely action (its mean for "
+                        "continuous actions); the default")
+    e.add_argument("--stochastic", dest="deterministic", action="store_false",
+                   help="sample actions from the policy instead (default: greedy); eval.json "
+                        "and jaxppo report say which")
     e.add_argument("--gif", metavar="PATH", help="render one episode to a GIF")
     e.add_argument("--html", metavar="PATH",
                    help="write one episode as Brax's interactive 3D viewer (Brax envs only)")
@@ -80,6 +86,15 @@ def cmd_eval(args) -> int:
         return 128 + signum
 
 
+def _env_id(run_dir: str) -> str:
+    """The run's env id from its config.yaml ("" where it cannot be read: the checkpoint's
+    own checks then speak)."""
+    path = os.path.join(run_dir_of(run_dir), "config.yaml")
+    config = read_yaml(path) if os.path.isfile(path) else None  # a FIFO would block
+    env_id = config.get("env_id") if isinstance(config, dict) else None
+    return env_id if isinstance(env_id, str) else ""
+
+
 def _eval(args, done: dict) -> int:
     if is_static_sweep(args.run_dir):
         first = sorted(d for d in os.listdir(args.run_dir)
@@ -92,6 +107,9 @@ def _eval(args, done: dict) -> int:
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
         if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played
+    missing = missing_renderer(_env_id(args.run_dir)) if args.gif is not None else None
+    if missing:  # before anything is evaluated or written
+        raise UsageError(f"--gif: {missing}, or evaluate without --gif")
     out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
     if out is not None and os.path.isdir(run_dir_of(args.run_dir)):
         try:
@@ -102,7 +120,7 @@ def _eval(args, done: dict) -> int:
     res = evaluate(args.run_dir, args.episodes, seed=args.seed, deterministic=args.deterministic,
                    out=out, include_diverged=args.include_diverged)
     done["returns"], done["json"] = True, f" and written to {out}" if out else ""
-    mode = "deterministic" if args.deterministic else "stochastic"
+    mode = "greedy" if args.deterministic else "sampled"
     completed = res.completed  # an episode cut off at the step cap has no return, only a sum
     bad = res.diverged or {}
     scored = res.scored  # [R]: the agents with returns (not a diverged one, unless asked)

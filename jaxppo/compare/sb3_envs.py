@@ -2,7 +2,7 @@
 jaxppo: `make_vec` hands these factories to SB3's SubprocVecEnv by value (cloudpickle), so its
 worker processes import what a plain SB3 script's would (gymnasium, the game) and not jaxppo's
 package with JAX, which each worker imported before: ~80 MB and seconds of setup per worker
-counted on SB3's side (`tests/test_compare.py` checks a worker's memory has no jaxlib).
+counted on SB3's side (`tests/integration/test_compare.py` checks a worker's memory has no jaxlib).
 
 MinAtar, the two implementations made equal: gymnax's MinAtar has no sticky actions (the
 reference's default is 0.1), uses the game's minimal action set (Breakout: no-op, left, right =

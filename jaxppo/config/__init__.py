@@ -7,14 +7,9 @@ inside import each other by full path, so nothing cycles through this face.
 
 from jaxppo.config.hparams import Hparams, check_settings
 from jaxppo.config.load import load_config, parse_overrides, parse_value, yaml_load
+from jaxppo.config.names import check_config_key, config_from_dict
 from jaxppo.config.reference import config_reference, config_reference_markdown
-from jaxppo.config.schema import (
-    FIELDS,
-    PPOConfig,
-    check_config_key,
-    config_from_dict,
-    divisors,
-)
+from jaxppo.config.schema import FIELDS, PPOConfig, divisors
 
 __all__ = [
     "FIELDS",

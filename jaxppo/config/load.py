@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from jaxppo.config.schema import PPOConfig, check_config_key, config_from_dict
+from jaxppo.config.names import check_config_key, config_from_dict
+from jaxppo.config.schema import PPOConfig, takes_text
 from jaxppo.errors import ConfigError
 
 # YAML 1.2 floats. PyYAML implements YAML 1.1, whose floats need a dot and a signed exponent,
@@ -108,7 +109,8 @@ def parse_value(text: str) -> Any:
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """`KEY=VALUE` overrides (the CLI's `--set`); VALUE is read as YAML 1.2, so 3e-4, true and
     [64, 64] mean what they say. An unknown KEY is refused here, naming the `--set` it came
-    from (not the config file); values are checked when the config is built."""
+    from (not the config file); values are checked when the config is built. A string key's
+    value that is no YAML (`obs_field=*`: `*` marks a YAML alias) is taken as written."""
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -118,7 +120,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         try:
             out[key.strip()] = parse_value(value)
         except yaml.YAMLError:
-            raise ConfigError(f"--set {key}: cannot parse value {value!r}") from None
+            if not takes_text(key.strip()):
+                raise ConfigError(f"--set {key}: cannot parse value {value!r}") from None
+            out[key.strip()] = value.strip()
     return out
 
 

@@ -41,8 +41,8 @@ def _type_text(hint: Any) -> str:
         return f"{_type_text(args[0])} or null"
     if typing.get_origin(hint) is dict:
         return "mapping"
-    if typing.get_origin(hint) is tuple:
-        return "list of int"
+    if typing.get_origin(hint) is tuple:  # tuple[X, ...]: a YAML list of X
+        return f"list of {_type_text(typing.get_args(hint)[0])}"
     return hint.__name__
 
 

@@ -8,9 +8,9 @@ every way a config is made (`PPOConfig(...)`, a YAML file, a checkpoint's dict, 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import numbers
+import types
 import typing
 from typing import Any
 
@@ -56,12 +56,17 @@ class PPOConfig:
     """
 
     env_id: str = "CartPole-v1"
-    """The environment: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`), a probe
-    (`probe/Action-v0`), an id given to `jaxppo.register_env`, `mypkg.module:MyEnv`, a
-    suite's id (`brax/hopper`, `playground/CartpoleBalance`, `jumanji/Snake-v1`, ...), or
-    `custom/<name>`, a label for an environment instance given as `make_train(..., env=)`.
-    A Gymnasium env on the host: `gymnasium/<id>`, or `gymnasium/<module>:<id>` for one that
-    `<module>` registers when imported."""
+    """The environment, one of: a gymnax id (`CartPole-v1`, `Breakout-MinAtar`); a probe
+    (`probe/Action-v0`); an id given to `jaxppo.register_env`; `mypkg.module:MyEnv` (a JAX env
+    class or factory) or `mypkg.module:MyTask-v0` (an id the module registers); a JAX suite's
+    id (`brax/hopper`, `playground/CartpoleBalance`, `craftax/Craftax-Classic-Symbolic-v1`,
+    `jumanji/Snake-v1`, `navix/Navix-Empty-5x5-v0`, `xminigrid/MiniGrid-Empty-6x6`); an env
+    stepped on the host, `gymnasium/<id>` or `gymnasium/<module>:<id>` (a Gymnasium env) or
+    `envpool/<task>` (`envpool/Breakout-v5`); or `custom/<name>`, a label for an environment
+    instance given as `make_train(..., env=)`. A bare Gymnasium id (`LunarLander-v3`) is
+    answered with its `gymnasium/` form rather than trained: bare ids name gymnax envs, which
+    compile with the learner, and `CartPole-v1` must not change meaning with what a process
+    imported."""
     env_imports: tuple[str, ...] = ()
     """Python modules imported before the environment is built: modules that register
     environments at import (`gymnasium.register`, `jaxppo.register_env`), as rl-zoo's
@@ -73,8 +78,9 @@ class PPOConfig:
     """Fields of the environment's params to replace (gymnax's `EnvParams`: e.g.
     `{memory_length: 20}` for MemoryChain-bsuite, `{max_steps_in_episode: 200}`)."""
     obs_field: str | None = None
-    """For dict/NamedTuple observations: the field to train on (`"a,b"` joins several, `"*"`
-    all of them, flattened)."""
+    """For dict/NamedTuple observations (a Gymnasium env's Dict too): the field to train on
+    (`"a,b"` joins several, `"*"` all of them, flattened). A Gymnasium Dict without it is read
+    whole, its keys sorted and each flattened (docs/how-to/gymnasium-env.md)."""
     max_episode_steps: int | None = None
     """Truncate episodes after this many steps (bootstrapped, like any time limit), on top of
     the environment's own limit; None keeps the environment's (or its adapter's) own."""
@@ -229,6 +235,14 @@ def thaw(value: Any) -> Any:
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(PPOConfig)}
 _HINTS = typing.get_type_hints(PPOConfig)
+
+
+def takes_text(key: str) -> bool:
+    """The key's value is a string (`env_id`, `obs_field`, ...): a `--set` value that is no
+    YAML (`obs_field=*`, YAML's alias mark) is then that text as written."""
+    hint = _HINTS.get(key)
+    return hint is str or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                           and str in typing.get_args(hint))
 
 
 def _fail(key: str, problem: str, fix: str) -> typing.NoReturn:
@@ -400,58 +414,3 @@ def divisors(n: int) -> list[int]:
 
 def _near_divisor(n: int, k: int) -> int:
     return min(divisors(n), key=lambda d: (abs(d - k), d))
-
-
-# What CleanRL / Stable-Baselines3 / PureJaxRL call some of our keys, for the suggestion. Case
-# is ignored when matching, so PureJaxRL's upper-case names (`LR`, `NUM_ENVS`) need no entry.
-_OTHER_NAMES = {
-    "learning_rate": "lr", "clip_coef": "clip_eps", "clip_range": "clip_eps",
-    "n_steps": "num_steps", "n_epochs": "update_epochs", "n_envs": "num_envs",
-    "env_name": "env_id", "env": "env_id", "anneal_learning_rate": "anneal_lr",
-    "norm_advantage": "norm_adv", "normalize_advantage": "norm_adv", "net_arch": "hidden_sizes",
-    "activation_fn": "activation", "clip_range_vf": "clip_vloss",
-}
-# Sizes other libraries set directly and jaxppo derives (SB3's `batch_size` is the minibatch
-# size; jaxppo's `batch_size` is the read-only num_envs * num_steps), so no key is "the same".
-_DERIVED = ("batch_size", "minibatch_size")
-_DERIVED_FIX = ("jaxppo derives the batch (num_envs * num_steps) and the minibatch size from "
-                "num_minibatches (minibatch = num_envs * num_steps / num_minibatches)")
-_SUGGEST = {**{k.lower(): v for k, v in _OTHER_NAMES.items()}, **{k: k for k in FIELDS},
-            **{k: k for k in _DERIVED}}
-
-
-# Options of a run, not of the config: the CLI flag (and the Python argument) that sets each.
-_RUN_OPTIONS = {"seed": "--seed N (Python: Experiment(config, seed=N))",
-                "seeds": "--seeds N (Python: Experiment(config, seeds=N))",
-                "logdir": "--logdir DIR (Python: Experiment(config, logdir=DIR))",
-                "run_name": "--run-name NAME (Python: Experiment(config, run_name=NAME))"}
-
-
-def _unknown_key_fix(key: Any) -> str:
-    """The fix for an unknown key: the jaxppo key for a typo of ours or of another library's
-    name (`lerning_rate` -> `lr`), the derivation for batch sizes, the flag for a run option,
-    else the valid keys."""
-    name = str(key).lower()
-    if name in _RUN_OPTIONS:
-        return f"{name!r} is an option of the run, not a config key: {_RUN_OPTIONS[name]}"
-    close = [name] if name in _SUGGEST else difflib.get_close_matches(name, list(_SUGGEST), n=1)
-    if not close:
-        return f"valid keys: {', '.join(FIELDS)}"
-    if _SUGGEST[close[0]] in _DERIVED:
-        return _DERIVED_FIX
-    return f"did you mean '{_SUGGEST[close[0]]}'?"
-
-
-def check_config_key(key: str, where: str) -> None:
-    """Refuse a key `PPOConfig` does not have, naming `where` it came from and the likely key."""
-    if key not in FIELDS:
-        raise ConfigError(f"{where}: unknown key '{key}'; {_unknown_key_fix(key)}")
-
-
-def config_from_dict(values: dict[str, Any], source: str = "config") -> PPOConfig:
-    """Build a `PPOConfig` from a plain mapping, rejecting unknown keys with a suggestion."""
-    if not isinstance(values, dict):
-        raise ConfigError(f"{source}: expected a mapping of key: value, got {type(values).__name__}")
-    for key in values:
-        check_config_key(key, source)
-    return PPOConfig(**values)

@@ -110,7 +110,7 @@ class Conv(nn.Module):
                                                 dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
         # Chosen for the platform the program is compiled for (not the default backend's:
-        # `scripts/hlo_profile.py --target h100` compiles for a GPU on the CPU).
+        # `jaxppo profile --target h100` compiles for a GPU on the CPU).
         y = (jax.lax.platform_dependent(x, kernel, cpu=lambda x, w: conv_as_matmul(x, w, s),
                                         default=conv) if k % s == 0 else conv(x, kernel))
         return y + bias.astype(self.dtype)

@@ -118,7 +118,8 @@ class HostVecEnv:
     """`num_envs` envs of a host source behind `VecEnv`'s interface (see the module doc).
 
     `env_kwargs` go to the source (`make_source`), `max_episode_steps` too (the source's own
-    time limit, which it truncates at); `evaluation=True` asks for the source's evaluation
+    time limit, which it truncates at), and `obs_field` (Dict keys, for a source with
+    `TAKES_OBS_FIELD`); `evaluation=True` asks for the source's evaluation
     setting; `render=True` for frames (`source.render`), if the source says how
     (`RENDER_KWARGS`)."""
 
@@ -131,12 +132,17 @@ class HostVecEnv:
 
     def __init__(self, env_id: str, num_envs: int, *, env_kwargs: dict[str, Any] | None = None,
                  max_episode_steps: int | None = None, evaluation: bool = False,
-                 render: bool = False):
+                 render: bool = False, obs_field: str | None = None):
         module = host_source_of(env_id)
         if module is None:
             raise ConfigError(f"config key 'env_id': {env_id!r} is not a host environment")
         check_host_id(env_id)
+        if obs_field and not getattr(module, "TAKES_OBS_FIELD", False):
+            raise ConfigError(f"config key 'obs_field': environment {env_id!r} gives plain "
+                              f"array observations, so there is no field {obs_field!r} to "
+                              "pick; remove obs_field")
         self.env_id, self.num_envs, self.evaluation = env_id, int(num_envs), evaluation
+        self._obs_field = {"obs_field": obs_field} if obs_field else {}
         self._module: HostSuite = module
         kwargs = dict(env_kwargs or {})
         if max_episode_steps is not None:
@@ -197,7 +203,7 @@ class HostVecEnv:
                     render: bool = False) -> HostVecEnv:
         return cls(config.env_id, num_envs, env_kwargs=config.env_kwargs,
                    max_episode_steps=config.max_episode_steps, evaluation=evaluation,
-                   render=render)
+                   render=render, obs_field=config.obs_field)
 
     # ---- the pool, on the host -------------------------------------------------------------
     def _build(self, num_envs: int) -> HostSource:
@@ -207,7 +213,8 @@ class HostVecEnv:
             return pool
         _close(self._box)
         name = self.env_id[len(self._module.PREFIX):]
-        self._box[0] = self._module.make_source(name, num_envs, self._kwargs, self.evaluation)
+        self._box[0] = self._module.make_source(name, num_envs, self._kwargs, self.evaluation,
+                                                **self._obs_field)
         return self._box[0]
 
     @property

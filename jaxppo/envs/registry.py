@@ -273,11 +273,16 @@ def check_env_id(env_id: str) -> None:
     if env_id in ids:
         return
     hint = None
-    for module in _SUITES.values():
+    for module in _SUITES.values():  # the first suite that knows it answers (no more imported)
         suggest = getattr(module, "suggest_id", None)
         hit = suggest(env_id) if suggest else None
-        if hit and not hint:
+        if hit:
             hint = f"did you mean the {module.SUITE} environment {hit!r}?"
+        if hit and module in HOST_SOURCES.values() and hit == module.PREFIX + env_id:
+            hint += (f" It is one: env_id: {hit} (jaxppo steps those on the host; a bare id "
+                     "names a gymnax or registered JAX environment)")
+        if hint:
+            break
     raise _unknown(env_id, ids, "environment", hint)
 
 
@@ -317,6 +322,21 @@ def _looks_gymnasium(env: Any) -> bool:
             and not (hasattr(env, "step_env") or hasattr(env, "reset_env")))
 
 
+def _gymnasium_class_hint(env_id: str) -> str:
+    """The line for `env_id: module:Class` naming a Gymnasium env class: the id it is
+    registered under, or how to register it (under the class's own name, not a made-up one)."""
+    module, _, name = env_id.partition(":") if is_import_path(env_id) else ("<module>", "",
+                                                                            env_id)
+    ids = gymnasium_env.registered_as(env_id) if is_import_path(env_id) else []
+    what = (f"config key 'env_id': {env_id!r} is a Gymnasium env (step/reset, not gymnax's "
+            "step_env/reset_env), which jaxppo steps on the host: ")
+    if ids:
+        return what + f"{module} registers it as {ids[0]!r}; use env_id: gymnasium/{module}:{ids[0]}"
+    gid = f"{name.rpartition('.')[2]}-v0"
+    return what + (f"register it in {module} with gymnasium.register(id={gid!r}, "
+                   f"entry_point={env_id!r}) and use env_id: gymnasium/{module}:{gid}")
+
+
 def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """`(env, env_params)` for a known `env_id`; `env_kwargs` go to the env's constructor
     (or, for a suite, to its adapter: see each adapter's docstring)."""
@@ -351,11 +371,6 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any
             raise _raised(env_id, e) from None
         env = made[0] if isinstance(made, tuple) and len(made) == 2 else made
         if _looks_gymnasium(env):
-            module = env_id.partition(":")[0] if is_import_path(env_id) else "<module>"
-            raise ConfigError(f"config key 'env_id': {env_id!r} is a Gymnasium env (step/reset, "
-                              "not gymnax's step_env/reset_env), which jaxppo steps on the host: "
-                              f"register it in {module} with gymnasium.register(id='MyEnv-v0', "
-                              f"entry_point={env_id!r}) and use env_id: gymnasium/{module}:"
-                              "MyEnv-v0")
+            raise ConfigError(_gymnasium_class_hint(env_id))
         return _as_pair(made, label)
     return GYMNAX.make(env_id, kwargs)

@@ -105,7 +105,8 @@ class EvalResult(NamedTuple):
 
         Returns:
           A JSON-able dict: `env_id`, `update`, `eval_seed`, `updates_per_run`,
-            `deterministic`, `episodes` (E), `returns` and `lengths` (`[R, E]` lists),
+            `deterministic` and `actions` (`"greedy"`, the default, or `"sampled"`),
+            `episodes` (E), `returns` and `lengths` (`[R, E]` lists),
             `mean_per_run` (over completed episodes; null if none), `max_steps`, `cut_off`
             (`[R, E]`, true: still running at `max_steps`, its return the sum so far) and
             `cut_off_per_run` (`[R]` counts).
@@ -115,7 +116,9 @@ class EvalResult(NamedTuple):
         return {
             "env_id": self.env_id, "update": self.update, "eval_seed": self.seed,
             "updates_per_run": self.updates_per_run,
-            "deterministic": self.deterministic, "episodes": int(self.returns.shape[1]),
+            "deterministic": self.deterministic,
+            "actions": "greedy" if self.deterministic else "sampled",  # said in words too
+            "episodes": int(self.returns.shape[1]),
             # a diverged agent not played: nulls (it has no return)
             "returns": [r.tolist() if k else [None] * len(r) for r, k in zip(
                 self.returns, ok, strict=True)],

@@ -11,7 +11,9 @@ cannot draw here (then `NoRenderer`, as for an env without a hook)."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import sys
 from typing import Any
 
 import jax
@@ -37,6 +39,26 @@ _CLASSIC_CONTROL = ("Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0"
 class NoRenderer(RuntimeError):
     """The environment cannot draw frames (it has no renderer, or none that works here). Not a
     fault of the run: `jaxppo eval` says so in one line and exits as the evaluation did."""
+
+
+def _installed(module: str) -> bool:
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_renderer(env_id: str) -> str | None:
+    """Why a GIF of `env_id` cannot be drawn on this install (the render extra missing), or
+    None: asked before anything is evaluated, so `eval --gif` refuses in one line with nothing
+    written instead of failing after the evaluation."""
+    name = env_id.removeprefix("gymnasium/")
+    if name in _CLASSIC_CONTROL and not all(map(_installed, ("gymnasium", "pygame"))):
+        return (f"rendering {env_id} needs gymnasium's classic-control renderer: pip install "
+                "'jaxppo[render]'")
+    return None
 
 
 def render_gif(config: PPOConfig, train_state: TrainState, key: jax.Array, path: str,

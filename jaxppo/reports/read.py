@@ -24,6 +24,12 @@ from jaxppo.search.halving import is_halving, run_updates
 from jaxppo.search.static_sweep import PLAN as STATIC_PLAN
 
 SOURCES = {"eval.json": "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
+           "eval.json (greedy)": "each seed's mean return over its `jaxppo eval` episodes, played "
+                                 "greedily (the policy's most likely action; cut-off ones left "
+                                 "out)",
+           "eval.json (sampled)": "each seed's mean return over its `jaxppo eval --stochastic` "
+                                  "episodes, actions sampled from the policy (cut-off ones left "
+                                  "out)",
            "summary.json": "each seed's final training return (its latest episodes)",
            "metrics.csv": "each seed's latest training return in metrics.csv (the run has no "
                           "summary.json)"}
@@ -38,7 +44,7 @@ class Group(NamedTuple):
     setting: dict | None
     runs: list[int]  # indices into the run's seeds axis
     scores: np.ndarray  # [S] raw scores, NaN where a seed has none
-    source: str  # "eval.json", "summary.json" or "metrics.csv"
+    source: str  # "eval.json (greedy)" or "(sampled)", "summary.json" or "metrics.csv"
     curve_steps: np.ndarray | None  # [U] env steps per update, None without metrics.csv
     curve: np.ndarray | None  # [S, U] latest return per seed, NaN before its first episode
     diverged: tuple = ()  # entries of `runs` that diverged: no policy, so no score (NaN)
@@ -97,7 +103,10 @@ def eval_scores(path: str) -> tuple[np.ndarray, dict]:
     per_run = data.get("updates_per_run")
     per_run = per_run if isinstance(per_run, list) and len(per_run) == len(scores) and all(
         isinstance(u, int) for u in per_run) else None
+    actions = data.get("actions") if data.get("actions") in ("greedy", "sampled") else {
+        True: "greedy", False: "sampled"}.get(data.get("deterministic"))
     return scores, {"episodes": data.get("episodes"), "update": data.get("update"),
+                    "actions": actions,
                     "env_id": data.get("env_id"), "cut_off": cut_total, "diverged": diverged,
                     "updates_per_run": per_run}
 
@@ -176,6 +185,8 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
                      "return in metrics.csv")
     else:
         raise UsageError(no_scores(run_dir))
+    # the source as the report shows it: eval scores say how they were played
+    shown = f"{used} ({info['actions']})" if used == "eval.json" and info["actions"] else used
     counts = {"metrics.csv": None if curve is None else curve.shape[0],
               "summary.json": summary.get("num_runs") if summary else None}
     for name, n in counts.items():
@@ -210,7 +221,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         trained = [went] * len(scores)
     if settings is None:
         return [Group(os.path.normpath(run_dir), run_dir, key, None, list(range(len(scores))),
-                      scores, used, steps, curve, tuple(diverged), _one(trained))], notes
+                      scores, shown, steps, curve, tuple(diverged), _one(trained))], notes
     if not isinstance(settings, list) or not settings or len(scores) % len(settings):
         raise UsageError(f"'{summary_path}': its {len(scores)} seed(s) do not split into its "
                          f"settings; move it away and rebuild it with jaxppo sweep --resume "
@@ -220,7 +231,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     for g, s in enumerate(settings):
         runs = list(range(g * seeds, (g + 1) * seeds))
         groups.append(Group(agents_label(runs, s), run_dir, key, dict(s), runs, scores[runs],
-                            used, steps, None if curve is None else curve[runs],
+                            shown, steps, None if curve is None else curve[runs],
                             tuple(r for r in runs if r in diverged),
                             _one([trained[r] for r in runs])))
     if (summary.get("search") or {}).get("strategy") == "pbt":

@@ -4,7 +4,7 @@ optimality gap, stratified-bootstrap percentile intervals, performance profiles.
 
 Pure NumPy functions of score arrays whose last axis is seeds, so one call evaluates every
 bootstrap resample at once; no files. They match rliable's definitions (rliable itself is not a
-dependency: its `arch` needs a pandas older than the pinned one); tests/test_report.py checks
+dependency: its `arch` needs a pandas older than the pinned one); tests/unit/reports/test_report.py checks
 them against hand-computed values and rliable's own numbers.
 """
 

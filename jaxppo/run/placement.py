@@ -162,7 +162,7 @@ class _MeshPlacement:
         Not inside the sharded program: orthogonal init was a batched LAPACK QR, and jaxlib's
         CPU QR kernel, run by several host devices at once, deadlocked (it waits on a shared
         thread pool; seen in about half of the env-sharded runs on 4 host devices, 2 cores).
-        `jaxppo.core.torsos.orthogonal` now draws one seed's QR at a time (tests/test_hang.py).
+        `jaxppo.core.torsos.orthogonal` now draws one seed's QR at a time (tests/integration/test_hang.py).
         """
         return put_global(jax.device_get(self._params_fn(keys)), self.inputs)
 

@@ -89,7 +89,7 @@ def suggest_id(env_id: str) -> str | None:
 
 
 # Brax's registered environments (brax 0.14; its test-only `fast` left out), for suggestions
-# without importing Brax (tests/test_brax.py holds it to Brax's registry).
+# without importing Brax (tests/integration/test_brax.py holds it to Brax's registry).
 BRAX_NAMES = frozenset({"ant", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
                          "inverted_pendulum", "inverted_double_pendulum", "pusher", "reacher",
                          "swimmer", "walker2d"})

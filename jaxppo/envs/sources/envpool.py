@@ -5,7 +5,7 @@ the compiled program; this module only speaks EnvPool's Gymnasium API (`protocol
 contract).
 
 What EnvPool does at an episode's end (checked by experiment on envpool 1.2.5, and by
-tests/test_envpool_env.py): the step that ends an episode reports it (`terminated` or, at
+tests/integration/test_envpool_env.py): the step that ends an episode reports it (`terminated` or, at
 `max_episode_steps`, `truncated`) with the true last observation; the pool then resets that env
 on its NEXT step, which ignores the action and returns the first observation with reward 0. This
 source takes that reset step at once, for the ended envs only (EnvPool's sync pools step a subset

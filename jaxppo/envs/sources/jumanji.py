@@ -66,7 +66,7 @@ NAMES = ("BinPack-v2", "CVRP-v1", "Cleaner-v0", "Connector-v3", "FlatPack-v0", "
          "SlidingTilePuzzle-v0", "Snake-v1", "Sokoban-v0", "Sudoku-v0", "Sudoku-very-easy-v0",
          "TSP-v1", "Tetris-v0")
 """Jumanji 1.1's registered ids, for suggestions without importing Jumanji (~1 s of CPU for
-every typo); tests/test_env_jumanji.py holds it to Jumanji's registry."""
+every typo); tests/integration/test_env_jumanji.py holds it to Jumanji's registry."""
 
 
 def env_ids() -> list[str]:

@@ -10,7 +10,7 @@ required); each is documented where it belongs and read with `getattr`.
 Recipe: add an env source. Write `jaxppo/envs/sources/<lib>.py` with the members below (import
 the library inside functions, through `suite.require`, so it stays an optional extra), add the
 module to `SOURCES` (or `HOST_SOURCES`) in `registry.py`, and add its row to the conformance
-test `tests/test_env_sources.py` (plus a test file of its own for what is special about it).
+test `tests/integration/test_env_sources.py` (plus a test file of its own for what is special about it).
 Nothing else needs an edit: what jaxppo does per suite (hints, thresholds, drawing) it asks
 the adapter for.
 

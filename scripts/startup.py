@@ -1,0 +1,69 @@
+"""What a `jaxppo` command costs before it does the work asked: the seconds to its first printed
+line, and the CPU seconds a typo'd env id costs to answer (its one line is the command's end).
+
+    python scripts/startup.py --repeats 5
+
+Each case is a fresh process, the cases interleaved, each figure the median of `--repeats`;
+CPU seconds are the child's user + system time (less sensitive to a busy machine than wall
+seconds), and the machine's load is printed beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+from jaxppo.machine import describe
+
+CASES = {
+    "train CartPole: first line": ["train", "--config", "configs/cartpole.yaml", "--no-progress",
+                                   "--no-tensorboard", "--set", "total_timesteps=2048",
+                                   "--logdir", "{tmp}"],
+    "typo'd env id: its one line": ["train", "--config", "configs/cartpole.yaml", "--set",
+                                    "env_id=CartPoleX-v9"],
+}
+
+
+def one(argv: list[str]) -> tuple[float, float, str]:
+    """Wall seconds to the first line on stdout or stderr, the child's CPU seconds (to its
+    end), and that line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "jaxppo.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline()
+    first = time.perf_counter() - t0
+    proc.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return first, cpu, line.strip()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--tmp", default="/tmp/jaxppo-startup-runs", help="the runs' --logdir")
+    args = p.parse_args(argv)
+    got: dict[str, list[tuple[float, float, str]]] = {k: [] for k in CASES}
+    loads = []
+    for _ in range(args.repeats):
+        for name, case in CASES.items():
+            loads.append(os.getloadavg()[0])
+            got[name].append(one([a.format(tmp=args.tmp) for a in case]))
+    print(f"Machine: {describe()}; load (1-min average) {min(loads):.1f}-{max(loads):.1f}; "
+          f"medians of {args.repeats}, interleaved")
+    print("\n| case | wall s to the first line | CPU s of the whole command | the line |")
+    print("|---|---|---|---|")
+    for name, rows in got.items():
+        wall = statistics.median(r[0] for r in rows)
+        cpu = statistics.median(r[1] for r in rows)
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | `{rows[-1][2][:80]}` |")
+
+
+if __name__ == "__main__":
+    main()

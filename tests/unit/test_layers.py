@@ -1,0 +1,91 @@
+"""The house's rules, read from the code (docs/contributing.md): every module imports only
+from its own layer or those below; no import cycle between modules; no function-level import
+of a jaxppo module but the allowed few (each with its reason); no module over 450 lines."""
+
+import ast
+import pathlib
+
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.unit
+
+PKG = pathlib.Path(ROOT) / "jaxppo"
+LAYERS = ["errors keys compat machine _xla plots labels process writes", "envs", "config", "core",
+          "run", "search", "policy reports compare profile", "cli"]
+RANK = {name: i for i, names in enumerate(LAYERS) for name in names.split()}
+# function-level imports of jaxppo modules, and why they cannot be at the top
+DEFERRED = {
+    # importing the probes imports gymnax, which starts JAX's backend: that must wait for
+    # jax.distributed.initialize in a multi-process run
+    ("jaxppo.envs.registry", "jaxppo.envs.probes"),
+    # the SB3 side imports torch and stable-baselines3 (the compare extra)
+    ("jaxppo.compare.compare", "jaxppo.compare.sb3"),
+}
+
+
+def modules():
+    for f in sorted(PKG.rglob("*.py")):
+        name = ".".join(f.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__")
+        yield name, f, ast.parse(f.read_text(encoding="utf-8"))
+
+
+def imports(tree, top_level: bool):
+    body = tree.body if top_level else [n for n in ast.walk(tree)
+                                        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    nodes = body if top_level else [m for fn in body for m in ast.walk(fn)]
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jaxppo"):
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("jaxppo"))
+
+
+def layer(module: str) -> int | None:
+    parts = module.split(".")
+    return RANK.get(parts[1]) if len(parts) > 1 else None
+
+
+def test_every_import_points_down_or_sideways():
+    up = [(name, m) for name, _, tree in modules() for m in imports(tree, True)
+          if layer(name) is not None and layer(m) is not None and layer(m) > layer(name)]
+    assert not up, up
+
+
+def test_no_import_cycle_between_modules():
+    graph = {name: {m for m in imports(tree, True) if m != name} for name, _, tree in modules()}
+    done, path = set(), []
+
+    def visit(node):
+        if node in path:
+            raise AssertionError(" -> ".join(path[path.index(node):] + [node]))
+        if node in done or node not in graph:
+            return
+        path.append(node)
+        for nxt in graph[node]:
+            if nxt != "jaxppo":  # the package face imports everything; nothing imports it
+                visit(nxt)
+        path.pop()
+        done.add(node)
+
+    for name in graph:
+        visit(name)
+
+
+def test_function_level_imports_are_only_the_deferred_few():
+    found = {(name, m) for name, _, tree in modules() for m in imports(tree, False)}
+    assert found <= DEFERRED, found - DEFERRED
+
+
+def test_no_module_over_450_lines():
+    long = {str(f.relative_to(PKG)): n for _, f, _ in modules()
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > 450}
+    assert not long, long
+
+
+def test_no_script_over_450_lines():
+    """scripts/ holds benchmark drivers only, each under the house's limit (a user feature
+    belongs in the package: the deviceless profile is `jaxppo profile`)."""
+    long = {f.name: n for f in sorted((PKG.parent / "scripts").glob("*.py"))
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > 450}
+    assert not long, long
