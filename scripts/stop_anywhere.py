@@ -86,6 +86,14 @@ def draw(rng: random.Random, kind: str, work: str, finished: str, slow: float) -
     reader = threading.Thread(target=lambda: lines.extend(x.rstrip("\n") for x in proc.stdout),
                               daemon=True)
     reader.start()
+    try:
+        return _signal_and_wait(proc, lines, reader, kind, ignored, at, gap, signals)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _signal_and_wait(proc, lines, reader, kind, ignored, at, gap, signals) -> dict:
     start = time.monotonic()
     sent, result_before, before = [], False, "caught"
     for i, s in enumerate(signals):
@@ -164,6 +172,10 @@ def resumable(line: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+def _end(signum, frame):
+    raise KeyboardInterrupt  # `draw` kills its command (one that blocks would live on)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--draws", type=int, default=60)
@@ -171,8 +183,8 @@ def main() -> int:
     p.add_argument("--slow", type=float, default=4.0, help="seconds slow_env busy-works at import")
     p.add_argument("--out", default=None, help="write the tally (Markdown) here")
     args = p.parse_args()
-    for s in SIGNALS:  # the commands start as a user's would (this script may run under nohup)
-        signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+    for s in SIGNALS:  # the commands start as a user's would (this script may run under
+        signal.signal(s, _end)  # nohup: SIG_IGN is inherited, a handler is not)
     rng = random.Random(args.seed)
     kinds = ["train"] * 4 + ["train-cached"] * 2 + ["host-blocking"] * 2 + ["eval"] * 2 + \
         ["sweep"] * 2 + ["report"]
