@@ -159,8 +159,8 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
     try:
         kind = _not_regular(os.stat(path).st_mode)
         if kind:  # opening a FIFO waits for a writer for ever; a device may never end
-            raise ConfigError(f"config file '{path}' is {kind}, not a regular file; save the "
-                              "config as a YAML file and pass that")
+            raise ConfigError(f"cannot read config file '{path}': it is {kind}, not a regular "
+                              "file; save the config as a YAML file and pass that")
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:

@@ -107,7 +107,7 @@ def test_a_host_env_step_that_never_returns_is_ended_by_a_second_signal_and_resu
     update = load_checkpoint(run_dir).update
     assert errors(lines)[1:] == [
         f"jaxppo train: error: stopped at once by {name}; the newest checkpoint is kept (update "
-        f"{update}); continue with: jaxppo train --resume {run_dir}"], lines
+        f"{update}); continue with: jaxppo train --resume {run_dir}"], "\n".join(lines)
     assert 0 < update < 160
     assert not any(c in x for x in lines for c in CRASH), lines
     again = start(["train", "--resume", run_dir, "--no-progress", "--no-cache"], tmp_path)

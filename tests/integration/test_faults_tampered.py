@@ -168,5 +168,5 @@ def test_a_config_path_that_is_a_fifo_is_refused_not_waited_on(tmp_path, capsys)
     os.mkfifo(fifo)
     code, err = run_cli(capsys, ["train", "--config", fifo])
     assert code == 2
-    assert err == [f"jaxppo train: error: config file '{fifo}' is a FIFO (named pipe), not a "
-                   "regular file; save the config as a YAML file and pass that"]
+    assert err == [f"jaxppo train: error: cannot read config file '{fifo}': it is a FIFO (named "
+                   "pipe), not a regular file; save the config as a YAML file and pass that"]
