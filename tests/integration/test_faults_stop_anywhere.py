@@ -105,9 +105,14 @@ def test_a_host_env_step_that_never_returns_is_ended_by_a_second_signal_and_resu
     name = signal.Signals(proc.returncode - 128).name  # the two may come in either order
     [run_dir] = [str(p) for p in runs.iterdir()]
     update = load_checkpoint(run_dir).update
-    assert errors(lines)[1:] == [
+    # Where the main thread waits in Python for the chunk, the first signal stops the run at
+    # once, the chunk in flight dropped; where it waits inside XLA, the watchdog ends it.
+    assert lines[-1] in (
         f"jaxppo train: error: stopped at once by {name}; the newest checkpoint is kept (update "
-        f"{update}); continue with: jaxppo train --resume {run_dir}"], "\n".join(lines)
+        f"{update}); continue with: jaxppo train --resume {run_dir}",
+        f"stopped by {name} at update {update}/160; checkpoint saved. Continue with: jaxppo "
+        f"train --resume {run_dir}"), "\n".join(lines)
+    assert len([x for x in lines if x.startswith(("jaxppo train: error", "stopped"))]) == 1
     assert 0 < update < 160
     assert not any(c in x for x in lines for c in CRASH), lines
     again = start(["train", "--resume", run_dir, "--no-progress", "--no-cache"], tmp_path)
