@@ -105,6 +105,21 @@ def hold_signals() -> None:
         if takes(sig, old):
             _held[sig] = signal.signal(sig, _record)
     start_watchdog()
+    _quiet_unraisable[:] = [sys.unraisablehook]
+    sys.unraisablehook = _unraisable
+
+
+_quiet_unraisable: list = []  # the hook `_unraisable` stands in front of
+
+
+def _unraisable(args) -> None:
+    """A stop signal's KeyboardInterrupt raised where Python cannot raise it (a finalizer, a
+    weakref's callback) was printed as a traceback and lost, and the command went on: it ends
+    the command at once instead, in one line. Anything else goes to the hook as before."""
+    e = args.exc_value
+    if isinstance(e, KeyboardInterrupt) and signals_seen():
+        stop_at_once(getattr(e, "signum", signal.SIGINT))
+    (_quiet_unraisable[0] if _quiet_unraisable else sys.__unraisablehook__)(args)
 
 
 def held_handlers() -> dict:

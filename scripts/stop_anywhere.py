@@ -16,7 +16,8 @@ Each outcome is one of:
 - `FINISHED AFTER STOP`, `TRACEBACK`, `HANG` (no end 60 s after the last signal: killed),
   `BAD LINE` (exit 128 + N without the one line, or more than one): failures.
 
-Prints the tally (per command and per outcome) and writes it to `--out`.
+Prints the tally (per command and per outcome) and writes it to `--out`; a failed draw's whole
+output is kept in the temp folder (`stop_anywhere-PID-T.log`).
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ def _signal_and_wait(proc, lines, reader, kind, ignored, at, gap, signals) -> di
         hang = True
     reader.join(timeout=10)
     outcome = classify(proc.returncode, lines, sent, result_before, hang, before)
+    if outcome.isupper() or outcome.startswith(("BAD", "NOT", "exit")):  # kept to read
+        with open(os.path.join(tempfile.gettempdir(), f"stop_anywhere-{os.getpid()}-"
+                               f"{int(start)}.log"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
     return dict(kind=kind, ignored=ignored, at=round(at, 2), sent=sent, rc=proc.returncode,
                 outcome=outcome, last=lines[-1] if lines else "")
 

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 
 import pytest
 from conftest import ROOT, TESTS
@@ -119,3 +120,34 @@ def test_a_host_env_step_that_never_returns_is_ended_by_a_second_signal_and_resu
     out = again.communicate(timeout=600)[0]
     assert again.returncode == 0, out
     assert f"resuming at update {update}/160" in out
+
+
+def test_a_stop_raised_inside_a_finalizer_ends_the_command_in_one_line(tmp_path):
+    """A second signal's stop-at-once raised while Python runs a finalizer (`__del__`) cannot
+    propagate: Python printed it as an 'Exception ignored' traceback and the command went on
+    (seen once in the random-moment pass, a host env's run)."""
+    code = textwrap.dedent("""
+        import os, signal, sys, threading, time
+        sys.argv[0] = "jaxppo"  # the command (process.is_command)
+        import jaxppo.process as p
+        p.hold_signals(); p.release_signals()
+
+        class Slow:
+            def __del__(self):
+                time.sleep(0.5)  # the second signal comes in here
+
+        with p.StopFlag():
+            p.set_command("jaxppo train")
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+            x = Slow()
+            threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+            del x
+            time.sleep(3)
+            print("went on")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr.splitlines() == ["jaxppo train: error: stopped at once by SIGTERM"]
+    assert "went on" not in proc.stdout
