@@ -200,7 +200,7 @@ def _drop_damaged_cache_entries() -> None:
         path = os.path.join(str(self.path), f"{key}{suffix}")
         existed = os.path.lexists(path)
         try:
-            if not existed and not getattr(self, "eviction_enabled", True):
+            if not existed:
                 # first: a reader (another process) that sees the entry sees its digest too
                 _write_digest(path, value)  # what `get` checks before XLA reads the code
             write(self, key, value)
@@ -217,13 +217,15 @@ def _drop_damaged_cache_entries() -> None:
         except OSError as e:  # unreadable (a directory, no permission): a miss, said once
             _FAULTS.append((str(self.path), "read", e))
             return None
-        if value is None or getattr(self, "eviction_enabled", True):
-            return value  # with eviction on, JAX's lock guards its files: left to JAX
+        if value is None:
+            return value
+        evicting = getattr(self, "eviction_enabled", True)  # JAX's lock guards its files
         try:
             decompress(value)
         except Exception:  # noqa: BLE001 - zstd's and zlib's errors alike: not a whole entry
-            if len(value) >= 4 and (value[:4] == ZSTD_MAGIC) != local_zstd:
+            if evicting or len(value) >= 4 and (value[:4] == ZSTD_MAGIC) != local_zstd:
                 return value  # another codec's, so another JAX's (a shared cache): JAX's call
+                # (it fails to decompress it too, and warns: nothing reaches XLA)
             path = os.path.join(str(self.path), f"{key}{suffix}")
             try:
                 os.remove(path)
@@ -235,6 +237,8 @@ def _drop_damaged_cache_entries() -> None:
             return None
         path = os.path.join(str(self.path), f"{key}{suffix}")
         if not _digest_matches(path, value):  # not what jaxppo wrote: its code is never run
+            if evicting:  # JAX's lock and LRU own its files: refused (a miss), not removed
+                return None
             for p in (path, digest_path(path)):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(p)

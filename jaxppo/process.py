@@ -48,9 +48,10 @@ def command_started() -> float:
 
 
 def is_command() -> bool:
-    """This process is the `jaxppo` command (the console script or `python -m jaxppo.cli`)."""
+    """This process is the `jaxppo` command (the console script, `python -m jaxppo` or
+    `python -m jaxppo.cli`)."""
     argv = getattr(sys, "orig_argv", sys.argv)
-    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "jaxppo.cli":
+    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] in ("jaxppo", "jaxppo.cli"):
         return True
     return os.path.basename(sys.argv[0] or "") in ("jaxppo", "jaxppo.exe")
 
@@ -79,35 +80,149 @@ def _record(signum, frame) -> None:
     command run to the end (seen once in 20 random moments on a busy machine)."""
     note_signal()
     if _pending:
-        name = signal.Signals(signum).name
-        try:
-            sys.stdout.flush()
-            sys.stderr.write(f"jaxppo: stopped by {name} while starting; nothing was run\n")
-            sys.stderr.flush()
-        finally:
-            os._exit(128 + signum)
+        stop_at_once(signum, "while starting; nothing was run")
     _pending.append(signum)
+
+
+def takes(sig: int, old) -> bool:
+    """Whether jaxppo's command takes stop signal `sig` from handler `old`: Python's default
+    ones, and an inherited SIG_IGN of SIGINT or SIGTERM (a shell starts a background job with
+    SIGINT ignored; `kill -INT` of it was lost while starting, and the run trained to the end),
+    but not of SIGHUP (`nohup` asks for it to be ignored, and it is)."""
+    if old in (signal.default_int_handler, signal.SIG_DFL):
+        return True
+    return old == signal.SIG_IGN and sig != getattr(signal, "SIGHUP", None)
 
 
 def hold_signals() -> None:
     """For the `jaxppo` command only: record SIGINT, SIGTERM and SIGHUP instead of acting on
-    them, until `release_signals` (where a handler is Python's default)."""
+    them, until `release_signals`, and watch for a second one that the main thread cannot
+    answer (`start_watchdog`)."""
     if not is_command() or threading.current_thread() is not threading.main_thread():
         return
     for sig in SIGNALS:
         old = signal.getsignal(sig)
-        if old in (signal.default_int_handler, signal.SIG_DFL):
+        if takes(sig, old):
             _held[sig] = signal.signal(sig, _record)
+    start_watchdog()
+    _quiet_unraisable[:] = [sys.unraisablehook]
+    sys.unraisablehook = _unraisable
 
 
-def release_signals() -> int | None:
-    """Put back the handlers `hold_signals` replaced; the first signal that came meanwhile."""
+_quiet_unraisable: list = []  # the hook `_unraisable` stands in front of
+
+
+def _unraisable(args) -> None:
+    """A stop signal's KeyboardInterrupt raised where Python cannot raise it (a finalizer, a
+    weakref's callback) was printed as a traceback and lost, and the command went on: it ends
+    the command at once instead, in one line. Anything else goes to the hook as before."""
+    e = args.exc_value
+    if isinstance(e, KeyboardInterrupt) and signals_seen():
+        stop_at_once(getattr(e, "signum", signal.SIGINT))
+    (_quiet_unraisable[0] if _quiet_unraisable else sys.__unraisablehook__)(args)
+
+
+def held_handlers() -> dict:
+    """The handlers `hold_signals` replaced (signal -> handler), for a `StopFlag` to put back."""
+    return dict(_held)
+
+
+def release_signals(restore: bool = True) -> int | None:
+    """Put back the handlers `hold_signals` replaced (unless `restore` is false: a `StopFlag`
+    took the signals over); the first signal that came meanwhile."""
     for sig, old in _held.items():
-        signal.signal(sig, old)
+        if restore:
+            signal.signal(sig, old)
     _held.clear()
     first = _pending[0] if _pending else None
     _pending.clear()
     return first
+
+
+# -- a stop at once, even where the main thread cannot answer ---------------------------------
+
+GRACE_S = 5.0
+"""After a second stop signal, how long the main thread has to end the command itself (its own
+line, its exit handlers) before the watchdog ends it."""
+
+_command = ["jaxppo"]  # the command's name in a line said for it ("jaxppo train")
+_last_words: list = []  # a function (signum -> what is kept and how to go on), or empty
+_ending = [False]  # the main thread is ending the process (exit_process)
+_watchdog: list[threading.Thread] = []
+
+
+def set_command(command: str) -> None:
+    _command[0] = command
+
+
+def set_last_words(fn) -> None:
+    """What a stop at once says is kept (`fn(signum) -> str`, e.g. "the newest checkpoint is
+    kept (update 6); continue with: ..."); None: nothing to say beyond the stop."""
+    _last_words[:] = [fn] if fn is not None else []
+
+
+def stop_at_once(signum: int, default: str = "") -> NoReturn:
+    """End the process now, in one line naming the signal and what is kept (`set_last_words`,
+    else `default`), with 128 + the signal: no exit handler and no Python shutdown run (either
+    may wait on the thread that hangs)."""
+    kept = default
+    if _last_words:
+        try:
+            kept = _last_words[0](signum) or default
+        except Exception:  # noqa: BLE001 - a file it reads is gone: the stop itself still ends
+            pass
+    sep = " " if kept.startswith(("while", "(")) else "; " if kept else ""
+    try:
+        _flush()
+        sys.stderr.write(f"{_command[0]}: error: stopped at once by "
+                         f"{signal.Signals(signum).name}{sep}{kept}\n")
+        _flush()
+    finally:
+        os._exit(128 + signum)
+
+
+def _watch(fd: int) -> None:
+    """The watchdog's thread: Python runs signal handlers in the main thread only, and one
+    blocked in native code (a host env's `step` that never returns, inside XLA's callback)
+    runs none, so the process ignored every signal. The C-level handler still writes each
+    signal's number to the wakeup fd: after a second stop signal, the main thread gets
+    `GRACE_S` to end the command; then the command ends here."""
+    numbers = {int(s) for s in SIGNALS}  # two at once are one to the main thread's handler
+    seen = 0
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        for b in data:
+            seen += b in numbers
+            if b not in numbers or seen < 2:
+                continue
+            time.sleep(GRACE_S)
+            if _ending[0]:  # its own line is said: its exit handlers may still hang
+                time.sleep(GRACE_S)
+                _flush()
+                os._exit(128 + b)
+            starting = _held or (StopFlag._held is not None and StopFlag._held.starting)
+            stop_at_once(b, "while starting; nothing was run" if starting else
+                         f"(the command did not stop within {GRACE_S:.0f} s of a second signal)")
+
+
+def start_watchdog() -> None:
+    """Start `_watch` (once, from the main thread; the command only)."""
+    if _watchdog:
+        return
+    try:
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (OSError, ValueError):  # not the main thread, no pipes: no watchdog
+        return
+    _watchdog.append(threading.Thread(target=_watch, args=(r,), name="jaxppo-stop-watchdog",
+                                      daemon=True))
+    _watchdog[0].start()
 
 
 class StopNow(KeyboardInterrupt):
@@ -124,13 +239,20 @@ class StopFlag:
     nothing is interrupted inside XLA; the holder checks it where a stop is clean (`check`,
     or a run's chunk boundaries). A second signal stops at once (`StopNow`). A flag entered
     while another is held is that one (`with StopFlag() as stop` gives the outer flag): an
-    evaluation inside the `jaxppo eval` command shares the command's."""
+    evaluation inside the `jaxppo eval` command shares the command's.
+
+    `starting`: the command's own flag, held from its start (`main`) until its work holds one
+    (a run, an evaluation): a second signal before then ends the process at once in one line
+    (`stop_at_once`), never a KeyboardInterrupt that a library's code could swallow. A SIGHUP
+    ignored when the flag is entered (`nohup`) stays ignored."""
 
     SIGNALS = SIGNALS
     _held: StopFlag | None = None  # the flag whose handlers are installed
 
-    def __init__(self):
+    def __init__(self, starting: bool = False, restore: dict | None = None):
         self.signum: int | None = None
+        self.starting = starting
+        self._restore = restore or {}  # handlers to put back at exit instead of those found
         self._old = {}
         self._outer: StopFlag | None = None
 
@@ -138,8 +260,11 @@ class StopFlag:
         main = threading.current_thread() is threading.main_thread()
         if main and StopFlag._held is not None:
             self._outer = StopFlag._held
+            self._outer.starting = False  # the work began: a second signal is its StopNow
             return self._outer
         for sig in self.SIGNALS:
+            if sig == getattr(signal, "SIGHUP", None) and signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             try:
                 old = signal.signal(sig, self._handle)
             except ValueError:  # not the main thread: leave signals alone
@@ -151,6 +276,8 @@ class StopFlag:
 
     def _handle(self, signum, frame):
         note_signal()
+        if self.signum is not None and self.starting:
+            stop_at_once(signum, "while starting; nothing was run")
         if self.signum is not None:
             raise StopNow(signum)
         self.signum = signum
@@ -165,7 +292,7 @@ class StopFlag:
             self._outer = None
             return False
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            signal.signal(sig, self._restore.get(sig, old))
         self._old = {}
         if StopFlag._held is self:
             StopFlag._held = None
@@ -245,6 +372,7 @@ def exit_process(code: int | None, command: str = "jaxppo") -> NoReturn:
     teardown of its modules, in which signal handling is already off (a Ctrl-C there killed
     the process, -2): a stop signal from here on ends it at once with 128 + N."""
     code = 0 if code is None else int(code)  # as sys.exit reads it
+    _ending[0] = True
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
             signal.signal(sig, _exit_now)

@@ -6,7 +6,7 @@ extra: `pytest tests/unit`, the fast loop), `tests/integration/` (the CLI, runs,
 directories, faults, env suites), `tests/learning/` (learning runs: marked `slow`),
 `tests/docs/` (the site and every command it shows). A test's folder gives its marker
 (`unit`, `slow`). Support modules the test files import
-(`long_compile_env`, `sharded_checks`) and `fixtures/` stay here, beside this file.
+(`long_compile_env`, `slow_env`, `sharded_checks`) and `fixtures/` stay here, beside this file.
 
 Compile options: most tests spend their time compiling, not running, so the suite's processes
 (and the processes they start) compile at LLVM level 0 and with XLA:CPU's older loop emitters

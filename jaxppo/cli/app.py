@@ -24,6 +24,7 @@ A verb is a module with `add_parser(sub)` (which sets `func`): add it to `VERBS`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib.metadata
 import os
@@ -53,18 +54,28 @@ from jaxppo.errors import USER_CODE_EXIT, CheckpointError, ConfigError, EnvError
 from jaxppo.labels import plural
 from jaxppo.process import (
     SIGNALS,
+    StopFlag,
     StopNow,
     command_started,
     ctrl_c,
     exit_process,
+    held_handlers,
     note_signal,
     release_signals,
+    set_command,
+    stop_point,
+    takes,
 )
 from jaxppo.run.files import PipeSafe
 from jaxppo.writes import WRITE_FIXES
 
 VERBS = (train, sweep, compare, evaluate, export, report, profile, config)
 """The verbs, in the order `jaxppo --help` lists them."""
+
+HOLDING = ("train", "sweep", "eval")
+"""The verbs whose stop signals are held from the command's start (a `StopFlag`): one stops
+at the next safe point (`stop_point`, a run's chunk boundary), a second at once. The others'
+signals raise (KeyboardInterrupt) as Python's do."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -154,28 +165,33 @@ def _note_damaged_cache(command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     started = command_started()
-    held = release_signals()  # one that came while jaxppo imported (the command's own)
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse itself exits 2 with one usage line on bad flags
     args.started = started
+    holding = contextlib.ExitStack()
+    if args.command in HOLDING:  # takes the signals over from the import's hold, no gap
+        holding.enter_context(StopFlag(starting=True, restore=held_handlers()))
+    held = release_signals(restore=args.command not in HOLDING)  # one while jaxppo imported
     old = {}
-    if threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is threading.main_thread() and args.command not in HOLDING:
         old = {s: signal.signal(s, _interrupt) for s in SIGNALS if s != signal.SIGINT
-               and signal.getsignal(s) == signal.SIG_DFL}
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # counted, so a
-            old[signal.SIGINT] = signal.signal(signal.SIGINT, ctrl_c)  # module's own is told
+               and takes(s, signal.getsignal(s))}
+        if takes(signal.SIGINT, signal.getsignal(signal.SIGINT)):  # counted, so a module's
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, ctrl_c)  # own is told apart
     stdout, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
-        if held is not None:
-            raise StopNow(held)
-        take_damaged_cache_entries()  # an earlier caller's in this process: not this command's
-        take_cache_faults()
-        take_unverified_cache_entries()
-        setup_compilation_cache(not args.no_cache)
-        try:
-            return args.func(args)
-        finally:  # before a fault's line, which stays the last
-            _note_damaged_cache(args.command)
+        with holding:
+            if held is not None:
+                raise StopNow(held)
+            take_damaged_cache_entries()  # an earlier caller's in this process: not this command's
+            take_cache_faults()
+            take_unverified_cache_entries()
+            setup_compilation_cache(not args.no_cache)
+            stop_point("while starting")
+            try:
+                return args.func(args)
+            finally:  # before a fault's line, which stays the last
+                _note_damaged_cache(args.command)
     except (ConfigError, UsageError, CheckpointError, EnvError) as e:
         print(f"jaxppo {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
@@ -204,6 +220,7 @@ def entry() -> None:
     an `--import` module left running would keep it waiting for ever: the process then ends
     at once, its output flushed (`exit_process`)."""
     command = f"jaxppo {_verb(sys.argv[1:])}".rstrip()
+    set_command(command)
     try:
         code = main()
     except KeyboardInterrupt as e:  # in the instant after main's own handlers: said nothing

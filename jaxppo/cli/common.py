@@ -17,6 +17,7 @@ from jaxppo.config import PPOConfig, load_config, parse_overrides
 from jaxppo.envs.imports import import_env_modules
 from jaxppo.errors import UsageError
 from jaxppo.labels import plural
+from jaxppo.process import set_last_words, stop_point
 from jaxppo.run.checkpoint import saved_update
 from jaxppo.run.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.run.divergence import describe_divergence
@@ -111,6 +112,26 @@ OS_FIXES = WRITE_FIXES
 """What to do about a failed write, by its errno: said before `continue with`."""
 
 
+def kept_words(args, run_dir: str | None, resume_dir: str | None = None,
+               fix: str | None = None) -> str:
+    """What a run stopped short keeps, read back from its run directory, and how to go on:
+    said after the stop's problem (by `run_experiment`, and by the watchdog of a stop at once
+    that the main thread could not answer)."""
+    then = f"{fix}, then " if fix else ""
+    sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
+                  f"--resume {resume_dir}" if resume_dir else "")
+    kept = saved_update(run_dir)  # read back: a first save that failed left none
+    if kept is not None:
+        return (f"the newest checkpoint is kept (update {kept}); {then}continue with: "
+                f"jaxppo {args.command} --resume {resume_dir or run_dir}")
+    if run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
+        return (f"the logs are kept in {run_dir} (no checkpoint had been saved yet)"
+                f"{sweep_rest}{'; ' + fix if fix else ''}")
+    gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
+    group = " in this group" if resume_dir else ""
+    return f"nothing had run yet{group}{gone}{sweep_rest}{'; ' + fix if fix else ''}"
+
+
 def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = None):
     """Run `exp` with the CLI's own callbacks; `(result, None)`, or `(None, exit status)` after
     one line for a run stopped at once (a second signal) or a file system failure. `resume_dir`:
@@ -119,6 +140,7 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
         extra = [WandbLogger(project=args.wandb_project)] if args.wandb else []
         exp.callbacks = [Header(what, exp.progress), *exp.callbacks, *extra]
     fix = None
+    set_last_words(lambda signum: kept_words(args, exp.last_run_dir, resume_dir))
     try:
         return exp.run(), None
     except KeyboardInterrupt as e:  # a second signal, or one before training (StopNow)
@@ -131,25 +153,10 @@ def run_experiment(exp: Experiment, args, what: str, resume_dir: str | None = No
         where = e.filename or exp.last_run_dir
         problem, code = f"cannot write the run directory ({e.strerror or e}: {where})", 1
         fix = OS_FIXES.get(e.errno)
-    run_dir = exp.last_run_dir
-    then = f"{fix}, then " if fix else ""
-    sweep_rest = (f"; the groups before it are kept: continue with: jaxppo {args.command} "
-                  f"--resume {resume_dir}" if resume_dir else "")
-    kept = saved_update(run_dir)  # read back: a first save that failed left none
-    if kept is not None:
-        print(f"jaxppo {args.command}: error: {problem}; the newest checkpoint is kept (update "
-              f"{kept}); "
-              f"{then}continue with: jaxppo {args.command} --resume {resume_dir or run_dir}",
-              file=sys.stderr)
-    elif run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
-        print(f"jaxppo {args.command}: error: {problem}; the logs are kept in {run_dir} (no "
-              f"checkpoint had been saved yet){sweep_rest}{'; ' + fix if fix else ''}",
-              file=sys.stderr)
-    else:
-        gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"
-        group = " in this group" if resume_dir else ""
-        print(f"jaxppo {args.command}: error: {problem}; nothing had run yet{group}{gone}"
-              f"{sweep_rest}{'; ' + fix if fix else ''}", file=sys.stderr)
+    finally:
+        set_last_words(None)
+    print(f"jaxppo {args.command}: error: {problem}; "
+          f"{kept_words(args, exp.last_run_dir, resume_dir, fix)}", file=sys.stderr)
     return None, code
 
 
@@ -288,6 +295,7 @@ def load_run_config(args, overrides: dict | None = None) -> PPOConfig:
     import_modules(args)
     config = load_config(require_config(args), overrides if overrides is not None
                          else parse_overrides(args.set))
+    stop_point("while starting")
     if getattr(args, "imports", None):
         config = dataclasses.replace(config, env_imports=tuple(dict.fromkeys(
             [*config.env_imports, *args.imports])))

@@ -20,6 +20,7 @@ from jaxppo.cli.common import (
 )
 from jaxppo.cli.config import list_config
 from jaxppo.errors import UsageError
+from jaxppo.process import stop_point
 from jaxppo.run.distributed import is_main_process
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.memory import check_run_count
@@ -50,6 +51,7 @@ def cmd_train(args) -> int:
         config = load_run_config(args)
         exp = Experiment(config, seeds=args.seeds or 1, seed=args.seed or 0,
                          logdir=args.logdir or "runs", run_name=args.run_name, **opts)
+    stop_point("while starting")  # a held signal that came while the env was built
     result, code = run_experiment(exp, args, f"jaxppo: {exp.config.env_id} | {runs_text(exp)}")
     if result is None:
         return code

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Any
 
 import yaml
@@ -125,6 +126,15 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _not_regular(mode: int) -> str | None:
+    """What a file of `mode` is when it is not a regular file ("a FIFO"), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    return ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+
+
 def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> PPOConfig:
     """Read a YAML config (`yaml_load`: safe, YAML 1.2 numbers, no duplicate keys) and apply
     `overrides`.
@@ -147,6 +157,10 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
         closest key is suggested), or a value is invalid.
     """
     try:
+        kind = _not_regular(os.stat(path).st_mode)
+        if kind:  # opening a FIFO waits for a writer for ever; a device may never end
+            raise ConfigError(f"cannot read config file '{path}': it is {kind}, not a regular "
+                              "file; save the config as a YAML file and pass that")
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:

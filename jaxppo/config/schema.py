@@ -304,6 +304,11 @@ def _coerce(key: str, value: Any) -> Any:
     return out
 
 
+def _shown(n: int) -> str:
+    """`n` with thousands separators, or its number of digits past 40 of them."""
+    return f"{n:,}" if len(str(abs(n))) <= 40 else f"an integer of {len(str(abs(n)))} digits"
+
+
 def _validate(c: PPOConfig) -> None:
     for name in FIELDS:
         v = _coerce(name, getattr(c, name))
@@ -313,6 +318,12 @@ def _validate(c: PPOConfig) -> None:
         if isinstance(v, float) and abs(v) > FLOAT32_MAX:  # would be Inf once on the device
             _fail(name, f"got {v!r}, more than float32 (what the run computes in) holds "
                   f"(largest {FLOAT32_MAX:.4g})", "use a smaller number")
+        ints = [x for x in (v if isinstance(v, tuple) else (v,))
+                if isinstance(x, int) and not isinstance(x, bool)]
+        big = next((x for x in ints if abs(x) > _INT32_MAX), None)
+        if big is not None and name not in ("total_timesteps", "num_envs", "num_steps"):
+            _fail(name, f"got {_shown(big)}, more than int32 (what the run counts and indexes in) "
+                  f"holds (largest {_INT32_MAX:,})", "use a smaller number")
 
     if c.reset not in RESETS:
         _fail("reset", f"got {c.reset!r}", f"use one of {list(RESETS)}")
@@ -377,7 +388,7 @@ def _validate(c: PPOConfig) -> None:
         _fail("matmul_precision", f"got {c.matmul_precision!r}",
               f"use one of {list(MATMUL_PRECISIONS)}")
     if c.batch_size > _INT32_MAX:
-        _fail("num_envs", f"num_envs * num_steps = {c.batch_size:,} transitions per update "
+        _fail("num_envs", f"num_envs * num_steps = {_shown(c.batch_size)} transitions per update "
               f"exceeds {_INT32_MAX:,} (int32 indexing)", "lower num_envs or num_steps")
     if c.batch_size % c.num_minibatches:
         _fail("num_minibatches",
@@ -389,7 +400,7 @@ def _validate(c: PPOConfig) -> None:
               f"{c.total_timesteps} is less than one update's batch (num_envs * num_steps = "
               f"{c.batch_size})", f"use at least {c.batch_size}, or lower num_envs or num_steps")
     if c.total_timesteps > _INT32_MAX:
-        _fail("total_timesteps", f"{c.total_timesteps} exceeds {_INT32_MAX}",
+        _fail("total_timesteps", f"{_shown(c.total_timesteps)} exceeds {_INT32_MAX}",
               "split the run, or use fewer steps")
     import_env_modules(c.env_imports)  # they register the env the id names
     check_env_id(c.env_id)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from types import ModuleType
 
 from jaxppo.errors import ConfigError, UserCodeExit
-from jaxppo.process import signals_seen
+from jaxppo.process import signals_seen, stop_point
 
 
 def import_module(name: str) -> ModuleType:
@@ -81,3 +81,4 @@ def import_env_modules(names: Iterable[str], where: str = "config key 'env_impor
             raise ConfigError(f"{where}: importing {name!r} failed ({type(e).__name__}: "
                               f"{text[0] if text else ''}); run `python -c 'import {name}'` to "
                               "see the traceback") from None
+        stop_point("while starting")  # a held signal that came while it imported

@@ -29,7 +29,7 @@ from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.keys import is_key, to_host
 from jaxppo.labels import listed, tree_text
-from jaxppo.run.files import remove_stale_temps, write_atomic
+from jaxppo.run.files import check_no_symlinks, remove_stale_temps, write_atomic
 from jaxppo.run.record import RunRecord
 
 FORMAT = "jaxppo-checkpoint"
@@ -69,13 +69,20 @@ def _check_run_id(header: dict, file: str) -> None:
     if theirs is None or not _is_run_dir(run_dir):
         return  # written before run ids (it belongs to its own directory), or a lone file
     mine = run_id_of(run_dir)
-    if mine != theirs:
-        held = (f"this run directory's id is {mine}" if mine else
-                f"this run directory has no {RUN_ID_FILE} file")
-        raise CheckpointError(f"checkpoint '{file}' belongs to another run (run id {theirs}; "
-                              f"{held}): it was copied from another run directory, whose "
-                              "seeds and logs are not this one's; resume that run, or put "
-                              "this run's own checkpoint back")
+    if mine == theirs:
+        return
+    id_file = os.path.join(run_dir, RUN_ID_FILE)
+    if os.path.exists(id_file) and not (mine and len(mine) == 32
+                                        and all(c in "0123456789abcdef" for c in mine)):
+        raise CheckpointError(f"'{id_file}' is damaged (it holds no run id jaxppo writes: cut, "
+                              f"emptied or edited); if checkpoint '{file}' is this run's own, "
+                              f"put its id back: echo {theirs} > {id_file}")
+    held = (f"this run directory's id, in {id_file}, is {mine}" if mine else
+            f"this run directory has no {RUN_ID_FILE} file")
+    raise CheckpointError(f"checkpoint '{file}' belongs to another run (run id {theirs}; "
+                          f"{held}): one of them was copied from another run directory, whose "
+                          "seeds and logs are not this one's; resume that run, or put this "
+                          "run's own checkpoint (or run_id) back")
 
 
 def _check_v1(header: dict, state: dict, file: str) -> None:
@@ -92,7 +99,8 @@ def _check_v1(header: dict, state: dict, file: str) -> None:
 
 def _is_run_dir(path: str) -> bool:
     """A directory jaxppo started a run in (it writes config.yaml first)."""
-    return os.path.isfile(os.path.join(path, "config.yaml"))
+    config = os.path.join(path, "config.yaml")
+    return os.path.lexists(config) and not os.path.isdir(config)
 
 
 def checkpoint_path(path: str | os.PathLike) -> str:
@@ -178,6 +186,8 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     covers the header too: a flipped bit in `gamma` or an edited `update` is refused)."""
     file = checkpoint_path(path)
     run_dir = os.path.dirname(os.path.dirname(file)) or "."
+    if _is_run_dir(run_dir):  # nothing in it is read that could wait for ever (a FIFO)
+        check_no_symlinks(run_dir, links=False)
     if not os.path.isfile(file) and _is_run_dir(run_dir):
         raise CheckpointError(f"run '{run_dir}' has no checkpoint: no checkpoint was written "
                               "before the run stopped, so there is nothing to resume or "
@@ -378,6 +388,18 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
             raise CheckpointError(f"checkpoint '{path}': its environment cannot be built in "
                                   f"this process ({e})") from None
         raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {e}") from None
+    try:
+        record = RunRecord.from_extra(header.get("extra"))
+        stats = record.stats or {}
+        if any(len(stats.get(k, ())) != header["num_runs"] for k in ("episodes", "final_return")
+               if k in stats):
+            raise ValueError("stats for another number of runs")
+        if header["update"] > config.num_updates:
+            raise ValueError(f"update {header['update']} of a run of {config.num_updates}")
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint '{checkpoint_path(path)}' holds a record of its run "
+                              f"that jaxppo did not write ({e}): it was edited, and its checksum "
+                              "made again; restore it from a backup or start a new run") from None
     saved_env = header.get("extra", {}).get("env")
     if env is not None and isinstance(saved_env, dict):
         mismatch = env_mismatch(saved_env, env, env_params)

@@ -58,16 +58,26 @@ def check_run_name(name: str) -> str:
     return name
 
 
-def check_no_symlinks(run_dir: str) -> None:
+def check_no_symlinks(run_dir: str, links: bool = True) -> None:
     """Refuse a run directory whose files are symbolic links: writing through them (logs,
-    checkpoints, summary) would overwrite whatever they point at."""
+    checkpoints, summary) would overwrite whatever they point at; or a FIFO, socket or device,
+    which reading would wait on for ever (a FIFO waits for a writer). `links` false: only the
+    latter (a reader's check)."""
     for folder, dirs, files in os.walk(run_dir):
         for name in dirs + files:
             path = os.path.join(folder, name)
             if os.path.islink(path):
+                if not links:
+                    continue
                 raise UsageError(f"run directory '{run_dir}' holds a symbolic link ({path} -> "
                                  f"{os.readlink(path)}); jaxppo writes only real files inside "
                                  "its run directory: replace the link with a copy")
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket or device"
+                raise UsageError(f"'{path}' is {kind}, not a regular file; jaxppo writes only "
+                                 "regular files inside its run directory: put the file it "
+                                 "replaced back, or remove it")
 
 
 def free_name(path: str) -> str:

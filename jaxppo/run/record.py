@@ -39,8 +39,14 @@ class RunRecord:
 
     @classmethod
     def from_extra(cls, extra: dict | None) -> RunRecord:
-        """The record a checkpoint's `extra` holds (keys it does not know are ignored)."""
+        """The record a checkpoint's `extra` holds (keys it does not know are ignored).
+
+        Raises:
+          ValueError: a field of another type than jaxppo writes (a header edited and signed
+            again), naming the field.
+        """
         extra = extra or {}
+        _check_types(extra)
         return cls(seed=int(extra.get("seed", 0)), stats=extra.get("stats"),
                    settings=extra.get("settings"), env=extra.get("env"),
                    search=extra.get("search"), controller=extra.get("controller"),
@@ -69,3 +75,46 @@ class RunRecord:
     def strategy(self) -> str | None:
         """The search strategy's name, if the run is a sweep that recorded one."""
         return (self.search or {}).get("strategy")
+
+
+_STATS_NUMBERS = ("update", "wall_s", "run_s", "steps_timed")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _check_types(extra: dict) -> None:
+    """Each field `from_extra` reads is of the type jaxppo writes, else a ValueError naming
+    it: a traceback from deep inside a resume is no answer to an edited file."""
+    wrong = []
+    if "seed" in extra and not (_is_int(extra["seed"]) and 0 <= extra["seed"] < 2**63):
+        wrong.append("seed")
+    stats = extra.get("stats")
+    if stats is not None:
+        if not isinstance(stats, dict):
+            wrong.append("stats")
+        else:
+            wrong += [f"stats.{k}" for k in _STATS_NUMBERS
+                      if k in stats and not (_is_number(stats[k]) and abs(stats[k]) < 2**63)]
+            wrong += [f"stats.{k}" for k in ("episodes", "final_return")
+                      if k in stats and not (isinstance(stats[k], list) and all(
+                          x is None or _is_number(x) for x in stats[k]))]
+    for key in ("env", "search", "controller"):
+        if extra.get(key) is not None and not isinstance(extra[key], dict):
+            wrong.append(key)
+    settings = extra.get("settings")
+    if settings is not None and not (isinstance(settings, list) and all(
+            isinstance(s, dict) and all(_is_number(v) for v in s.values()) for s in settings)):
+        wrong.append("settings")
+    gaps = extra.get("log_gaps", [])
+    if not (isinstance(gaps, list) and all(
+            isinstance(g, list) and len(g) in (2, 3) and all(_is_int(x) for x in g)
+            for g in gaps)):
+        wrong.append("log_gaps")
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)} of another type than jaxppo writes")

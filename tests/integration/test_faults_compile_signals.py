@@ -197,4 +197,4 @@ def test_a_second_signal_while_jaxppo_imports_ends_it_even_if_a_library_swallows
     assert proc.returncode == 128 + signal.SIGINT, (proc.returncode, proc.stdout, proc.stderr)
     assert "went on" not in proc.stdout
     assert proc.stderr.strip().splitlines() == [
-        "jaxppo: stopped by SIGINT while starting; nothing was run"], proc.stderr
+        "jaxppo: error: stopped at once by SIGINT while starting; nothing was run"], proc.stderr
