@@ -71,24 +71,27 @@ def peak(samples: list[tuple[int, int, int]]) -> dict:
 
 
 class Watch:
-    """While in the `with` block, a thread samples the tree of this process's children (a
-    compare parent has one child at a time: the run) every `INTERVAL_S`; `.peak` after."""
+    """While in the `with` block, a thread samples the tree of this process's children started
+    in it (a compare parent has one child at a time: the run; children it had before, such as a
+    caller's own helper processes, are not the run's) every `INTERVAL_S`; `.peak` after."""
 
     def __init__(self):
         self.samples: list[tuple[int, int, int]] = []
         self.peak: dict = peak([])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._before: set[int] = set()
 
     def _loop(self) -> None:
         me = os.getpid()
         while not self._stop.wait(INTERVAL_S):
-            found = [sample(pid) for pid in children(me)]
+            found = [sample(pid) for pid in children(me) if pid not in self._before]
             found = [f for f in found if f is not None]
             if found:
                 self.samples.append(tuple(sum(f[i] for f in found) for i in range(3)))
 
     def __enter__(self) -> Watch:
+        self._before = set(children(os.getpid()))
         self._thread.start()
         return self
 

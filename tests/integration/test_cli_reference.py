@@ -49,7 +49,9 @@ def test_each_flag_row_says_what_help_says(name, parser):
         if a.nargs == 0:  # a switch: its default is being left off, never "True"
             assert default == "", (name, flag, default)
             continue
-        stated = re.search(r"\(default:? ([^\s,;:)]+)[),;]", a.help or "")
+        # "(default a,b,c)" (a list, commas and all) or "(default 0, the first)"
+        stated = (re.search(r"\(default:? ([^\s;:)]+)\)", a.help or "")
+                  or re.search(r"\(default:? ([^\s,;:)]+)[),;]", a.help or ""))
         if default and stated:
             assert default == f"`{stated.group(1)}`", (name, flag, default, a.help)
         if default:
