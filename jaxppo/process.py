@@ -149,6 +149,7 @@ _command = ["jaxppo"]  # the command's name in a line said for it ("jaxppo train
 _last_words: list = []  # a function (signum -> what is kept and how to go on), or empty
 _ending = [False]  # the main thread is ending the process (exit_process)
 _watchdog: list[threading.Thread] = []
+_native: list[str] = []  # what native work the main thread is in now (`native_work`), if any
 
 
 def set_command(command: str) -> None:
@@ -198,6 +199,8 @@ def _watch(fd: int) -> None:
             return
         for b in data:
             seen += b in numbers
+            if b in numbers and seen == 1 and _native and _native[-1] and not _ending[0]:
+                _acknowledge(b, _native[-1])
             if b not in numbers or seen < 2:
                 continue
             time.sleep(GRACE_S)
@@ -208,6 +211,17 @@ def _watch(fd: int) -> None:
             starting = _held or (StopFlag._held is not None and StopFlag._held.starting)
             stop_at_once(b, "while starting; nothing was run" if starting else
                          f"(the command did not stop within {GRACE_S:.0f} s of a second signal)")
+
+
+def _acknowledge(signum: int, what: str) -> None:
+    """Say at once that a first stop signal was taken while the main thread is in native work
+    (a compile of 30 s on a busy machine answered nothing until it ended): the command stops
+    when that work ends; a second signal ends it sooner."""
+    _flush()
+    sys.stderr.write(f"{_command[0]}: note: {signal.Signals(signum).name} taken while "
+                     f"{what} runs: stopping when it ends (a second signal stops within "
+                     f"{GRACE_S:.0f} s)\n")
+    _flush()
 
 
 def start_watchdog() -> None:
@@ -320,15 +334,20 @@ def work_abandoned() -> bool:
 
 
 @contextlib.contextmanager
-def native_work(what: str = "XLA's compile"):
+def native_work(what: str = "XLA's compile", acknowledge: bool = False):
     """Around JAX work that may compile: a KeyboardInterrupt (a second signal's `StopNow`)
     raised out of it may have left XLA compiling in a thread of its own: recorded, so that
-    `exit_process` ends the process without Python's shutdown."""
+    `exit_process` ends the process without Python's shutdown. With `acknowledge` (a run's
+    compile, which the first signal lets finish), a first stop signal is answered at once by
+    the watchdog (`_acknowledge`)."""
+    _native.append(what if acknowledge else "")
     try:
         yield
     except KeyboardInterrupt:
         abandoned(what)
         raise
+    finally:
+        _native.pop()
 
 
 THREAD_GRACE_S = 1.0

@@ -108,7 +108,7 @@ class Driver:
         False: a state is given) and each chunk length the run still needs; time it."""
         t0 = time.perf_counter()
         opts = compiler_options(jax.default_backend())
-        with native_work():  # a second signal: XLA compiles on, in a thread of its own
+        with native_work(acknowledge=True):  # a second signal: XLA compiles on, in its thread
             if init:
                 lowered = self.placement.init_program(inputs).lower(*inputs)
                 self._init = lowered.compile(compiler_options=opts)

@@ -129,6 +129,20 @@ def test_ctrl_c_while_a_run_compiles_stops_before_training_in_one_line(tmp_path,
     assert not os.path.exists(tmp_path / "r")  # nothing ran: no run directory is left
 
 
+def test_ctrl_c_while_compiling_is_answered_before_the_compile_ends(tmp_path):
+    """A first Ctrl-C during a long compile was silent until the compile ended (30 s on a busy
+    machine): the watchdog says at once that the command stops when the compile ends."""
+    proc = jaxppo("train", *RUN, "--logdir", str(tmp_path), "--run-name", "r")
+    lines = signal_when_compiling(proc, "one", signal.SIGINT, delay=1.0)
+    note = next(i for i, line in enumerate(lines) if line.startswith("jaxppo train: note: "))
+    assert lines[note] == ("jaxppo train: note: SIGINT taken while XLA's compile runs: stopping "
+                           "when it ends (a second signal stops within 5 s)")
+    done = max(i for i, line in enumerate(lines) if "Finished XLA compilation of jit(" in line)
+    assert note < done, "\n".join(x[:100] for x in lines[done - 3:note + 2])  # before the last
+    assert_clean(proc, lines, 128 + signal.SIGINT, "jaxppo train: error",
+                 "stopped by SIGINT while compiling")
+
+
 def test_a_compare_run_process_stopped_while_compiling_is_one_line(tmp_path):
     """`jaxppo compare`'s run processes: a traceback (StopNow) and exit 1, now one line and
     128 + N (the parent, which has the same Ctrl-C, says its own)."""
