@@ -1034,7 +1034,9 @@ def test_a_signal_at_any_moment_stops_the_run_with_one_line(tmp_path):
         _, err = proc.communicate(timeout=600)
         moment = f"{sig.name} {delay} s after {anchor!r}"
         assert proc.returncode == 128 + sig, (moment, proc.returncode, err)
-        one_line(err.strip().splitlines(), sig.name)
+        # its one line (while XLA compiles, after the note that it stops when the compile ends)
+        one_line([x for x in err.strip().splitlines() if "taken while XLA's compile runs" not in x],
+                 sig.name)
         run = tmp_path / f"r{i}"
         if run.exists():  # it trained: stopped early, resumable
             assert load_checkpoint(str(run)).update < LONG_UPDATES, moment
