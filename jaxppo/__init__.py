@@ -31,7 +31,6 @@ from jaxppo.policy import (  # noqa: E402
 from jaxppo.profile import ProgramProfile, profile_config  # noqa: E402
 from jaxppo.reports import Report, report  # noqa: E402
 from jaxppo.run.callbacks import Checkpointer, Progress, StopAtReturn  # noqa: E402
-from jaxppo.run.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 from jaxppo.run.distributed import init_distributed, make_mesh  # noqa: E402
 from jaxppo.run.events import Callback, ChunkEvent, RunInfo, RunResult  # noqa: E402
 from jaxppo.run.experiment import Experiment  # noqa: E402
@@ -40,6 +39,7 @@ from jaxppo.run.logs.tensorboard import TensorBoardLogger  # noqa: E402
 from jaxppo.run.logs.wandb import WandbLogger  # noqa: E402
 from jaxppo.run.memory import MemoryEstimate, estimate_memory  # noqa: E402
 from jaxppo.run.placement import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
+from jaxppo.rundir.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
 from jaxppo.search import SweepResult  # noqa: E402
 from jaxppo.search.sweep import resume_sweep, sweep  # noqa: E402
 

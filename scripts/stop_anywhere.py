@@ -171,7 +171,7 @@ def classify(rc: int, lines: list[str], sent: list[str], result_before: bool,
 def resumable(line: str) -> bool:
     """The run the line tells to resume has a checkpoint that reads back whole."""
     run_dir = line.rsplit("--resume ", 1)[1].split()[0]
-    code = ("import sys; from jaxppo.run.checkpoint import saved_update; "
+    code = ("import sys; from jaxppo.rundir.checkpoint import saved_update; "
             "sys.exit(0 if saved_update(sys.argv[1]) is not None else 1)")
     return subprocess.run([sys.executable, "-c", code, run_dir], cwd=ROOT,
                           capture_output=True).returncode == 0

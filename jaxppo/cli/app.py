@@ -66,7 +66,7 @@ from jaxppo.process import (
     stop_point,
     takes,
 )
-from jaxppo.run.files import PipeSafe
+from jaxppo.rundir.files import PipeSafe
 from jaxppo.writes import WRITE_FIXES
 
 VERBS = (train, sweep, compare, evaluate, export, report, profile, config)

@@ -18,12 +18,13 @@ from jaxppo.envs.imports import import_env_modules
 from jaxppo.errors import UsageError
 from jaxppo.labels import plural
 from jaxppo.process import set_last_words, stop_point
-from jaxppo.run.checkpoint import saved_update
 from jaxppo.run.distributed import is_main_process, join_processes, make_mesh
 from jaxppo.run.divergence import describe_divergence
 from jaxppo.run.events import Callback, RunInfo
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.logs.wandb import WandbLogger
+from jaxppo.rundir import names
+from jaxppo.rundir.checkpoint import saved_update
 from jaxppo.search.strategies import OPTIONS
 from jaxppo.writes import WRITE_FIXES
 
@@ -124,7 +125,7 @@ def kept_words(args, run_dir: str | None, resume_dir: str | None = None,
     if kept is not None:
         return (f"the newest checkpoint is kept (update {kept}); {then}continue with: "
                 f"jaxppo {args.command} --resume {resume_dir or run_dir}")
-    if run_dir and os.path.exists(os.path.join(run_dir, "metrics.csv")):
+    if run_dir and os.path.exists(os.path.join(run_dir, names.METRICS)):
         return (f"the logs are kept in {run_dir} (no checkpoint had been saved yet)"
                 f"{sweep_rest}{'; ' + fix if fix else ''}")
     gone = "" if run_dir and os.path.exists(run_dir) else " (no run directory is left)"

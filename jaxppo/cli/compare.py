@@ -13,8 +13,8 @@ from jaxppo.cli.common import EXAMPLE_CONFIG, add_import_arg, add_no_cache, load
 from jaxppo.compare.systems import ALIASES, DEFAULT_SYSTEMS, SYSTEMS, resolve
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
-from jaxppo.run.files import check_writable
-from jaxppo.run.rundir import flat_env_id
+from jaxppo.rundir.files import check_writable
+from jaxppo.rundir.layout import flat_env_id
 
 
 def add_parser(sub) -> None:

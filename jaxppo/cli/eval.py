@@ -18,9 +18,10 @@ from jaxppo.errors import UsageError
 from jaxppo.policy import evaluate, load_policy
 from jaxppo.policy.render import NoRenderer, missing_renderer, render_gif, render_html
 from jaxppo.process import StopFlag, native_work
-from jaxppo.run.files import check_writable
-from jaxppo.run.rundir import read_yaml, run_dir_of
-from jaxppo.search.static_sweep import is_static_sweep
+from jaxppo.rundir import names
+from jaxppo.rundir.files import check_writable
+from jaxppo.rundir.layout import read_yaml, run_dir_of
+from jaxppo.rundir.plan import is_static_sweep
 
 
 def add_parser(sub) -> None:
@@ -89,7 +90,7 @@ def cmd_eval(args) -> int:
 def _env_id(run_dir: str) -> str:
     """The run's env id from its config.yaml ("" where it cannot be read: the checkpoint's
     own checks then speak)."""
-    path = os.path.join(run_dir_of(run_dir), "config.yaml")
+    path = os.path.join(run_dir_of(run_dir), names.CONFIG)
     config = read_yaml(path) if os.path.isfile(path) else None  # a FIFO would block
     env_id = config.get("env_id") if isinstance(config, dict) else None
     return env_id if isinstance(env_id, str) else ""
@@ -110,10 +111,10 @@ def _eval(args, done: dict) -> int:
     missing = missing_renderer(_env_id(args.run_dir)) if args.gif is not None else None
     if missing:  # before anything is evaluated or written
         raise UsageError(f"--gif: {missing}, or evaluate without --gif")
-    out = os.path.join(run_dir_of(args.run_dir), "eval.json") if args.json else None
+    out = os.path.join(run_dir_of(args.run_dir), names.EVAL) if args.json else None
     if out is not None and os.path.isdir(run_dir_of(args.run_dir)):
         try:
-            check_writable(out, "eval.json")
+            check_writable(out, names.EVAL)
         except UsageError as e:
             print(f"note: {e} (or --no-json); evaluating without it", file=sys.stderr)
             out = None

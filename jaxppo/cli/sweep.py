@@ -30,8 +30,9 @@ from jaxppo.run.divergence import describe_divergence
 from jaxppo.run.events import Divergence
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.sweep_table import sweep_rows
+from jaxppo.rundir.plan import is_static_sweep
 from jaxppo.search.static import group_config, has_static
-from jaxppo.search.static_sweep import StaticSweep, is_static_sweep
+from jaxppo.search.static_sweep import StaticSweep
 from jaxppo.search.strategies import OPTIONS, STRATEGIES, draw
 from jaxppo.search.sweep import sweep_from_checkpoint
 from jaxppo.search.table import SweepResult

@@ -11,7 +11,8 @@ import numpy as np
 
 from jaxppo.errors import UsageError
 from jaxppo.run.divergence import diverged_runs, logged_divergences
-from jaxppo.run.rundir import run_dir_of
+from jaxppo.rundir import names
+from jaxppo.rundir.layout import run_dir_of
 from jaxppo.search.strategies import controller_for
 
 
@@ -48,7 +49,7 @@ _LOGGED: dict = {}
 def _logged(folder: str, num_runs: int, update: int, after: tuple | None) -> dict:
     """`logged_divergences`' live ones, read once per version of metrics.csv (a notebook
     loading every agent of a big sweep does not parse its log again for each)."""
-    log = os.path.join(folder, "metrics.csv")
+    log = os.path.join(folder, names.METRICS)
     try:
         st = os.stat(log)
         key = (os.path.realpath(log), st.st_mtime_ns, st.st_size, num_runs, update, after)

@@ -20,10 +20,10 @@ from jaxppo.policy.episodes import (
 )
 from jaxppo.policy.policy import is_int, updates_per_run
 from jaxppo.process import StopFlag, native_work
-from jaxppo.run.checkpoint import load_checkpoint
-from jaxppo.run.files import check_writable
 from jaxppo.run.memory import check_eval_memory
-from jaxppo.writes import write_whole
+from jaxppo.rundir.checkpoint import load_checkpoint
+from jaxppo.rundir.eval import write_eval
+from jaxppo.rundir.files import check_writable
 
 
 def _zero_runs(x, runs: np.ndarray):
@@ -205,5 +205,5 @@ def _evaluate(run_dir, episodes: int, seed: int, deterministic: bool, out, env, 
                         ~finished, max_episode_steps(venv), updates_per_run(ckpt), bad,
                         include_diverged)
     if out is not None:
-        write_whole(out, json.dumps(result.to_dict(), indent=1), "eval.json")
+        write_eval(out, result.to_dict())
     return result

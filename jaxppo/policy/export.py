@@ -24,9 +24,9 @@ from jaxppo.errors import UsageError
 from jaxppo.policy.forward import carry_names, forward_fn, input_specs, signature
 from jaxppo.policy.onnx_graph import OPSET, onnx_model_bytes
 from jaxppo.policy.policy import Policy, _actor, load_policy
-from jaxppo.run.files import check_writable, write_atomic, write_failed
-from jaxppo.run.rundir import run_dir_of
-from jaxppo.search.static_sweep import is_static_sweep
+from jaxppo.rundir.files import check_writable, write_atomic, write_failed
+from jaxppo.rundir.layout import run_dir_of
+from jaxppo.rundir.plan import is_static_sweep
 
 FORMATS = {"onnx": ".onnx", "jax": ".jaxexport"}
 """The formats `export_policy` writes, and their files' default suffixes."""

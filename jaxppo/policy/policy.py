@@ -32,7 +32,7 @@ from jaxppo.policy.episodes import (
     policy_action,
     recurrent_policy_action,
 )
-from jaxppo.run.checkpoint import load_checkpoint
+from jaxppo.rundir.checkpoint import load_checkpoint
 from jaxppo.search.strategies import controller_for
 
 

@@ -30,7 +30,7 @@ from jaxppo.envs.registry import host_source_of, source_of
 from jaxppo.errors import UsageError
 from jaxppo.policy.episodes import max_episode_steps, play_episode, policy_action
 from jaxppo.process import stop_point
-from jaxppo.run.files import check_writable, write_failed
+from jaxppo.rundir.files import check_writable, write_failed
 
 _CLASSIC_CONTROL = ("Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0",
                     "MountainCarContinuous-v0")

@@ -37,8 +37,8 @@ from jaxppo.reports.stats import (
     profile,
     stratified_resamples,
 )
-from jaxppo.run.files import write_atomic
-from jaxppo.run.summary import json_safe
+from jaxppo.rundir.files import write_atomic
+from jaxppo.rundir.summary import json_safe
 from jaxppo.writes import WRITE_FIXES
 
 CURVE_POINTS = 100  # points per sample-efficiency curve (each one is a bootstrap)

@@ -9,29 +9,29 @@ cannot be read, or that does not belong to the run, is one UsageError line namin
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import yaml
 
 from jaxppo.errors import UsageError
 from jaxppo.labels import agents_label
-from jaxppo.run.files import lock_holder
-from jaxppo.run.logs.metrics_csv import forward_fill, read_metrics_csv
+from jaxppo.rundir import names
+from jaxppo.rundir.eval import as_scores, eval_scores, load_json, run_list
+from jaxppo.rundir.files import lock_holder
+from jaxppo.rundir.metrics_csv import forward_fill, read_metrics_csv
 from jaxppo.search.halving import is_halving, run_updates
-from jaxppo.search.static_sweep import PLAN as STATIC_PLAN
 
-SOURCES = {"eval.json": "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
-           "eval.json (greedy)": "each seed's mean return over its `jaxppo eval` episodes, played "
+SOURCES = {names.EVAL: "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
+           f"{names.EVAL} (greedy)": "each seed's mean return over its `jaxppo eval` episodes, played "
                                  "greedily (the policy's most likely action; cut-off ones left "
                                  "out)",
-           "eval.json (sampled)": "each seed's mean return over its `jaxppo eval --stochastic` "
+           f"{names.EVAL} (sampled)": "each seed's mean return over its `jaxppo eval --stochastic` "
                                   "episodes, actions sampled from the policy (cut-off ones left "
                                   "out)",
-           "summary.json": "each seed's final training return (its latest episodes)",
-           "metrics.csv": "each seed's latest training return in metrics.csv (the run has no "
+           names.SUMMARY: "each seed's final training return (its latest episodes)",
+           names.METRICS: "each seed's latest training return in metrics.csv (the run has no "
                           "summary.json)"}
 
 
@@ -51,93 +51,24 @@ class Group(NamedTuple):
     updates: int | None = None  # updates its agents trained (a halving rung's, a group's own)
 
 
-def _load_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise UsageError(f"cannot read '{path}' ({getattr(e, 'strerror', None) or e}); restore "
-                         f"it or move it away") from None
-
-
-def _as_scores(values, what: str) -> np.ndarray:
-    """A JSON list of numbers/nulls as floats, null (or NaN/Inf) as NaN."""
-    if not isinstance(values, list) or not all(
-            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
-        raise UsageError(f"{what} is not a list of numbers; it was not written by this jaxppo: "
-                         "re-run the command that writes it")
-    x = np.array([np.nan if v is None else v for v in values], float)
-    x[~np.isfinite(x)] = np.nan
-    return x
-
-
-def eval_scores(path: str) -> tuple[np.ndarray, dict]:
-    """Per-seed mean return over an eval.json's completed episodes ([R], NaN where none
-    completed) and what else it says (episodes, cut-off counts, update). Reads both the format
-    with `cut_off` (episodes still running at the step cap, left out) and the one without."""
-    data = _load_json(path)
-    what = f"'{path}'"
-    if not isinstance(data, dict):
-        raise UsageError(f"{what} is not an eval.json; re-run jaxppo eval")
-    returns = data.get("returns")
-    if isinstance(returns, list) and returns and all(isinstance(r, list) for r in returns):
-        cut = data.get("cut_off")
-        rows = []
-        for i, r in enumerate(returns):
-            x = _as_scores(r, f"{what} returns[{i}]")
-            if isinstance(cut, list) and i < len(cut) and isinstance(cut[i], list) \
-                    and len(cut[i]) == len(x):
-                x[np.asarray(cut[i], bool)] = np.nan
-            rows.append(np.nanmean(x) if np.isfinite(x).any() else np.nan)
-        scores = np.array(rows, float)
-    elif "mean_per_run" in data:
-        scores = _as_scores(data["mean_per_run"], f"{what} mean_per_run")
-    else:
-        raise UsageError(f"{what} holds no per-seed returns; re-run jaxppo eval")
-    cut_total = None
-    if isinstance(data.get("cut_off_per_run"), list):
-        cut_total = int(sum(c for c in data["cut_off_per_run"] if isinstance(c, (int, float))))
-    diverged = data.get("diverged_runs")  # absent in an eval.json from before it was written
-    if diverged is not None:
-        diverged = _run_list(diverged, len(scores), f"{what} diverged_runs")
-    per_run = data.get("updates_per_run")
-    per_run = per_run if isinstance(per_run, list) and len(per_run) == len(scores) and all(
-        isinstance(u, int) for u in per_run) else None
-    actions = data.get("actions") if data.get("actions") in ("greedy", "sampled") else {
-        True: "greedy", False: "sampled"}.get(data.get("deterministic"))
-    return scores, {"episodes": data.get("episodes"), "update": data.get("update"),
-                    "actions": actions,
-                    "env_id": data.get("env_id"), "cut_off": cut_total, "diverged": diverged,
-                    "updates_per_run": per_run}
-
-
-def _run_list(values, num_runs: int, what: str) -> list[int]:
-    """A JSON list of run indices below `num_runs`, or one line naming the file."""
-    if not isinstance(values, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < num_runs for v in values):
-        raise UsageError(f"{what} is not a list of this run's agents (0..{num_runs - 1}); it "
-                         "was not written by this jaxppo: re-run the command that writes it")
-    return sorted(set(values))
-
-
 def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]]:
     """A run directory's groups (one, or one per sweep setting; a static sweep's: its groups'
     run directories') and notes on what was used."""
     if not os.path.isdir(run_dir):
         raise UsageError(f"'{run_dir}' is not a directory; pass run directories (runs/<name>)")
-    if os.path.isfile(os.path.join(run_dir, STATIC_PLAN)):
+    if os.path.isfile(os.path.join(run_dir, names.PLAN)):
         return _read_static_sweep(run_dir, source)
-    if not os.path.isfile(os.path.join(run_dir, "config.yaml")) and run_dirs_in(run_dir):
+    if not os.path.isfile(os.path.join(run_dir, names.CONFIG)) and run_dirs_in(run_dir):
         raise UsageError(no_scores(run_dir))  # a folder of runs (a --logdir), not a run
     notes: list[str] = []
-    summary_path = os.path.join(run_dir, "summary.json")
-    summary = _load_json(summary_path) if os.path.exists(summary_path) else None
+    summary_path = os.path.join(run_dir, names.SUMMARY)
+    summary = load_json(summary_path) if os.path.exists(summary_path) else None
     if summary is not None and not isinstance(summary, dict):
         raise UsageError(f"'{summary_path}' is not a run summary; move it away or resume the "
                          "run to rebuild it")
     env_id = _env_id(run_dir, summary)
     key = env_key(run_dir, env_id)  # what the env is: a module of the run's may shadow the id
-    metrics_path = os.path.join(run_dir, "metrics.csv")
+    metrics_path = os.path.join(run_dir, names.METRICS)
     # a halving sweep's stopped agents have no rows past their rung: every update is read,
     # and their curves end where they stopped (not the others' where the first one stopped)
     ragged = is_halving((summary or {}).get("search"))
@@ -150,7 +81,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         curve[np.isnan(metrics["update"])] = np.nan
     steps = np.nanmax(metrics["env_steps"], axis=0) if metrics else None
     last = int(np.nanmax(metrics["update"])) if metrics else None
-    eval_path = os.path.join(run_dir, "eval.json")
+    eval_path = os.path.join(run_dir, names.EVAL)
     if source == "eval" and not os.path.exists(eval_path):
         raise UsageError(f"'{run_dir}' has no eval.json; run jaxppo eval {run_dir} first, or "
                          "drop --source eval to use the final training returns")
@@ -158,7 +89,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     trained = None  # [R] the updates each run trained, where the file says
     if source != "final" and os.path.exists(eval_path):
         scores, info = eval_scores(eval_path)
-        used, diverged, trained = "eval.json", info["diverged"], info["updates_per_run"]
+        used, diverged, trained = names.EVAL, info["diverged"], info["updates_per_run"]
         if info["env_id"] not in (None, env_id):
             raise UsageError(f"'{eval_path}' evaluated {info['env_id']}, but the run trained on "
                              f"{env_id}; re-run jaxppo eval {run_dir}")
@@ -170,11 +101,11 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
             notes.append(f"{run_dir}: {info['cut_off']} eval episode(s) were cut off at the step "
                          "cap and left out of the scores")
     elif summary is not None and "final_return" in summary:
-        scores = _as_scores(summary["final_return"], f"'{summary_path}' final_return")
-        used = "summary.json"
+        scores = as_scores(summary["final_return"], f"'{summary_path}' final_return")
+        used = names.SUMMARY
     elif curve is not None:
         scores = curve[:, -1]
-        used = "metrics.csv"
+        used = names.METRICS
         # a run whose latest update is NaN/Inf diverged (a PBT member renewed since is not)
         diverged = [int(r) for r in np.flatnonzero(metrics["nonfinite"][:, -1] > 0)] \
             if "nonfinite" in metrics else []
@@ -186,22 +117,22 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     else:
         raise UsageError(no_scores(run_dir))
     # the source as the report shows it: eval scores say how they were played
-    shown = f"{used} ({info['actions']})" if used == "eval.json" and info["actions"] else used
-    counts = {"metrics.csv": None if curve is None else curve.shape[0],
-              "summary.json": summary.get("num_runs") if summary else None}
+    shown = f"{used} ({info['actions']})" if used == names.EVAL and info["actions"] else used
+    counts = {names.METRICS: None if curve is None else curve.shape[0],
+              names.SUMMARY: summary.get("num_runs") if summary else None}
     for name, n in counts.items():
         if isinstance(n, int) and n != len(scores):
-            fix = f"re-run jaxppo eval {run_dir}" if used == "eval.json" else \
+            fix = f"re-run jaxppo eval {run_dir}" if used == names.EVAL else \
                 "move the file that does not belong to this run away"
             raise UsageError(f"'{run_dir}': {used} holds {len(scores)} seed(s) but {name} "
                              f"{n}; {fix}")
     if diverged is None:  # summary.json's, or an eval.json from before it recorded them
-        diverged = _run_list(summary.get("diverged_runs") or [], len(scores),
+        diverged = run_list(summary.get("diverged_runs") or [], len(scores),
                              f"'{summary_path}' diverged_runs") if summary else []
     scores = np.array(scores, float)
     scores[diverged] = np.nan  # no policy, no score: named by the report, never averaged
     settings = summary.get("settings") if summary else None
-    if settings is None and os.path.exists(os.path.join(run_dir, "sweep.csv")):
+    if settings is None and os.path.exists(os.path.join(run_dir, names.SWEEP)):
         raise UsageError(f"'{run_dir}' is a sweep without its summary.json, which names each "
                          f"agent's setting; rebuild it with: jaxppo sweep --resume {run_dir}")
     if trained is None and summary is not None and isinstance(summary.get("ranked"), list):
@@ -216,7 +147,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
             trained = None
     if trained is None:  # every agent as far as the run went
         went = (last if metrics else
-                (info["update"] if used == "eval.json" and isinstance(info["update"], int)
+                (info["update"] if used == names.EVAL and isinstance(info["update"], int)
                  else None))
         trained = [went] * len(scores)
     if settings is None:
@@ -289,10 +220,10 @@ def _read_static_sweep(sweep_dir: str, source: str) -> tuple[list[Group], list[s
 def run_dirs_in(folder: str) -> list[str]:
     """The run directories directly inside `folder` (a static sweep's groups), sorted."""
     try:
-        names = sorted(os.listdir(folder))
+        entries = sorted(os.listdir(folder))
     except OSError:
         return []
-    return [n for n in names if os.path.isfile(os.path.join(folder, n, "config.yaml"))]
+    return [n for n in entries if os.path.isfile(os.path.join(folder, n, names.CONFIG))]
 
 
 def no_scores(run_dir: str) -> str:
@@ -302,7 +233,7 @@ def no_scores(run_dir: str) -> str:
     if inner:
         shown = " ".join(os.path.join(run_dir, n) for n in inner[:3])
         more = f" ... ({len(inner)} in all)" if len(inner) > 3 else ""
-        static = os.path.isfile(os.path.join(run_dir, STATIC_PLAN))
+        static = os.path.isfile(os.path.join(run_dir, names.PLAN))
         why = ("a static sweep none of whose groups has anything to score yet" if static
                else "not a run")
         return (f"'{run_dir}' holds run directories ({why}); pass the runs to report: "
@@ -313,7 +244,7 @@ def no_scores(run_dir: str) -> str:
 
 def _read_metrics(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray]:
     """metrics.csv through the logger's reader; a damaged or unreadable file is one line."""
-    path = os.path.join(run_dir, "metrics.csv")
+    path = os.path.join(run_dir, names.METRICS)
     fix = ("move it away (e.g. to metrics.csv.damaged) to report this run without its "
            "sample-efficiency curve")
     try:
@@ -326,7 +257,7 @@ def _read_metrics(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray]:
 
 def _env_id(run_dir: str, summary: dict | None) -> str:
     """config.yaml's env first (what the run trained on); summary.json's when it is unreadable."""
-    config_path = os.path.join(run_dir, "config.yaml")
+    config_path = os.path.join(run_dir, names.CONFIG)
     env_id = None
     if os.path.exists(config_path):
         try:
@@ -347,7 +278,7 @@ def env_key(run_dir: str, env_id: str) -> str:
     (`env_imports`, `--import`), which may register their own env under a known id (a
     `gymnasium/CartPole-v1` of yours is not Gymnasium's): runs pool only when both agree."""
     try:
-        with open(os.path.join(run_dir, "config.yaml"), encoding="utf-8") as f:
+        with open(os.path.join(run_dir, names.CONFIG), encoding="utf-8") as f:
             imports = (yaml.safe_load(f) or {}).get("env_imports") or []
     except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
         imports = []

@@ -19,11 +19,11 @@ from tqdm import tqdm
 
 from jaxppo.keys import keys_as_data
 from jaxppo.labels import plural
-from jaxppo.run.checkpoint import save_checkpoint
 from jaxppo.run.distributed import from_process_0, gather, is_main_process
 from jaxppo.run.events import Callback, ChunkEvent, RunInfo, RunResult
-from jaxppo.run.record import RunRecord
 from jaxppo.run.stats import mean_std_or_none
+from jaxppo.rundir.checkpoint import save_checkpoint
+from jaxppo.rundir.record import RunRecord
 
 
 class StopAtReturn(Callback):

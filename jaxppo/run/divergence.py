@@ -15,7 +15,8 @@ import numpy as np
 from jaxppo.config import PPOConfig
 from jaxppo.core.metrics import NONFINITE_SOURCES
 from jaxppo.run.events import Divergence
-from jaxppo.run.logs.metrics_csv import parse_metrics_log
+from jaxppo.rundir import names
+from jaxppo.rundir.metrics_csv import parse_metrics_log
 
 DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
                    "(see docs/reference/errors.md)")
@@ -80,7 +81,7 @@ def logged_divergences(run_dir: str, num_runs: int, upto: int, after: np.ndarray
     read of the log."""
     first: dict[int, Divergence] = {}
     live: dict[int, Divergence] = {}
-    log = os.path.join(run_dir, "metrics.csv")
+    log = os.path.join(run_dir, names.METRICS)
     if not os.path.isfile(log):
         return first, live
     for r in parse_metrics_log(log)[0]:

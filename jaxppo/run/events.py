@@ -59,7 +59,7 @@ class RunInfo:
       log_gaps: rows metrics.csv lacks for good, as (first, last) ranges of updates (every
         run's rows) or (first, last, run) ranges (one run's): lost to a damaged log and
         recorded by a `repair_log` resume (checkpoints and summary.json carry them on;
-        `run/logs/audit.encode_gaps`).
+        `rundir/csv_log.encode_gaps`).
       search: a random sweep's space, trials and seed (summary.json's `search`), else None.
       ragged: some runs stop before the end while others go on (a halving sweep's agents
         stop at their rung): their logs end early, and a curve of them is ragged.

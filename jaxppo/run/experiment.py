@@ -23,24 +23,25 @@ from jaxppo.errors import ConfigError, UsageError
 from jaxppo.labels import run_names
 from jaxppo.process import StopFlag
 from jaxppo.run.builtins import run_callbacks
-from jaxppo.run.checkpoint import ensure_run_id, load_checkpoint
 from jaxppo.run.controller import Controller
 from jaxppo.run.distributed import is_main_process, make_mesh
 from jaxppo.run.divergence import logged_divergences
 from jaxppo.run.driver import Driver, chunk_for_checkpoints, pick_chunk
 from jaxppo.run.events import Callback, RunInfo, RunResult, as_callback
 from jaxppo.run.faults import host_fault, say_what_is_kept
-from jaxppo.run.files import RunLock, check_run_name, free_name
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.run.loop import RunLoop, end_all
 from jaxppo.run.memory import check_run_count
 from jaxppo.run.placement import make_placement
 from jaxppo.run.rebuild import rebuild
 from jaxppo.run.resume import ResumePoint, check_resume
-from jaxppo.run.rundir import make_run_dir, write_config
 from jaxppo.run.segments import run_segments, segment_drivers
 from jaxppo.run.stats import RunStats
-from jaxppo.run.summary import summary_stats
+from jaxppo.rundir import names
+from jaxppo.rundir.checkpoint import ensure_run_id, load_checkpoint
+from jaxppo.rundir.files import RunLock, check_run_name, free_name
+from jaxppo.rundir.layout import make_run_dir, write_config
+from jaxppo.rundir.summary import summary_stats
 
 CHECKPOINT_EVERY_S = 120.0
 """A run checkpoints at least this often by default, so a hard stop (kill -9, an OOM kill, a
@@ -346,7 +347,7 @@ class Experiment:
             if (fresh or resume) and main:  # before any save; one from before ids gets one
                 ensure_run_id(run_dir)
             if resume and resume.keep_damaged_log and main:  # before the repair drops rows
-                log = os.path.join(run_dir, "metrics.csv")
+                log = os.path.join(run_dir, names.METRICS)
                 copy = free_name(log + ".damaged")
                 shutil.copyfile(log, copy)
                 self.note(f"'{log}' was repaired: {'; '.join(resume.keep_damaged_log)}; the "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from jaxppo.config import PPOConfig
 from jaxppo.errors import EnvError
-from jaxppo.run.checkpoint import saved_update
+from jaxppo.rundir.checkpoint import saved_update
 
 
 def host_fault(host_env, config: PPOConfig, start_update: int, update: int,

@@ -11,10 +11,12 @@ import time
 from jaxppo.errors import UsageError
 from jaxppo.run.divergence import diverged_runs, logged_divergences
 from jaxppo.run.events import RunInfo, RunResult
-from jaxppo.run.files import free_name
 from jaxppo.run.loop import RunLoop
-from jaxppo.run.summary import write_curve, write_summary
+from jaxppo.run.summary import write_curve
 from jaxppo.run.sweep_table import SweepTable, sweep_rows
+from jaxppo.rundir import names
+from jaxppo.rundir.files import free_name
+from jaxppo.rundir.summary import write_summary
 
 
 def rebuild(exp, write: bool = True) -> RunResult:
@@ -48,13 +50,13 @@ def rebuild(exp, write: bool = True) -> RunResult:
                      "the checkpoint")
     if exp.settings is not None:
         result.summary["ranked"] = sweep_rows(result)
-        if "sweep.csv" in missing or "sweep.png" in missing:
+        if names.SWEEP in missing or names.SWEEP_PNG in missing:
             table = SweepTable()
             table.on_start(info)
             table.on_end(result)
-    if "summary.json" in missing:
+    if names.SUMMARY in missing:
         write_summary(run_dir, result.summary)
-    if "curve.png" in missing:
+    if names.CURVE in missing:
         try:
             write_curve(info, result.summary.get("threshold"), result.summary.get("settings"))
         except UsageError as e:

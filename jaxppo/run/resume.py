@@ -10,12 +10,12 @@ import os
 from typing import Any
 
 from jaxppo.errors import UsageError
-from jaxppo.run.checkpoint import Checkpoint
 from jaxppo.run.distributed import is_main_process
-from jaxppo.run.files import check_no_symlinks
-from jaxppo.run.logs.audit import check_metrics_log
-from jaxppo.run.record import RunRecord
-from jaxppo.run.rundir import check_config_file, missing_results, run_dir_of
+from jaxppo.rundir.checkpoint import Checkpoint
+from jaxppo.rundir.csv_log import check_metrics_log
+from jaxppo.rundir.files import check_no_symlinks
+from jaxppo.rundir.layout import check_config_file, missing_results, run_dir_of
+from jaxppo.rundir.record import RunRecord
 
 
 @dataclasses.dataclass

@@ -28,9 +28,10 @@ import numpy as np
 from jaxppo.config import Hparams, PPOConfig, divisors
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller
-from jaxppo.run.files import write_atomic
 from jaxppo.run.stats import quiet_nonfinite
-from jaxppo.search.pbt_logs import audit_pbt_logs, csv_text, gaps_from, gaps_record
+from jaxppo.rundir import names
+from jaxppo.rundir.csv_log import audit_pbt_logs, csv_text, gaps_from, gaps_record
+from jaxppo.rundir.files import write_atomic
 from jaxppo.search.space import Entry, check_space, draw_settings, space_record
 
 DEFAULT_INTERVAL = 20
@@ -168,7 +169,7 @@ class PBTController(Controller):
         self._reset_window()
         self.exploits = np.zeros(self.population, int)
         self.last_exploit = np.full(self.population, -1)  # update of each member's last, or -1
-        # rows the logs lack for good: {"pbt.csv": {member: count}, "hparams.csv": {(u, m)}}
+        # rows the logs lack for good: {names.PBT: {member: count}, names.HPARAMS: {(u, m)}}
         self.log_missing: dict = {}
         self._audit = None
 
@@ -196,9 +197,9 @@ class PBTController(Controller):
     def headers(self) -> dict[str, list[str]]:
         """The columns of the two logs, by file name."""
         keys = list(self.space)
-        return {"pbt.csv": ["update", "member", "parent", "member_return", "parent_return",
+        return {names.PBT: ["update", "member", "parent", "member_return", "parent_return",
                             *(f"{k}_{w}" for k in keys for w in ("before", "after"))],
-                "hparams.csv": ["update", "member", *Hparams._fields]}
+                names.HPARAMS: ["update", "member", *Hparams._fields]}
 
     def check_logs(self, run_dir: str, update: int, saved: dict | None,
                    repair: bool = False) -> list[str]:
@@ -207,8 +208,13 @@ class PBTController(Controller):
         unless `repair`: then their good rows are kept and the missing ones recorded (in the
         checkpoints and summary.json, `pbt.log_missing`). Returns notes for the user; `start`
         then writes what was kept."""
-        self._audit = audit_pbt_logs(run_dir, update, saved or {}, self, repair)
+        self._audit = self._audit_logs(run_dir, update, saved or {}, repair)
         return self._audit.notes
+
+    def _audit_logs(self, run_dir: str, update: int, saved: dict, repair: bool):
+        return audit_pbt_logs(run_dir, update, saved, self.population,
+                              [u for u in range(1, update + 1) if self.due(u)], self.headers(),
+                              repair)
 
     def start(self, run_dir: str | None, start_update: int, saved: dict | None) -> Hparams:
         """Begin (saved None) or continue from a checkpoint's `state()`; the hyperparameters
@@ -233,8 +239,8 @@ class PBTController(Controller):
                 write_atomic(os.path.join(run_dir, name), csv_text([header]))
             self._write_hparams(0)
         else:
-            audit = getattr(self, "_audit", None) or audit_pbt_logs(run_dir, start_update, saved,
-                                                                    self, repair=False)
+            audit = getattr(self, "_audit", None) or self._audit_logs(run_dir, start_update,
+                                                                      saved, repair=False)
             self._audit = None
             for path, copy in audit.copies:  # the damaged file as it was, before the rewrite
                 shutil.copyfile(path, copy)
@@ -249,7 +255,7 @@ class PBTController(Controller):
                 csv.writer(f).writerows(rows)
 
     def _write_hparams(self, update: int) -> None:
-        self._append("hparams.csv", [
+        self._append(names.HPARAMS, [
             [update, m, *(_cell(s.get(k, getattr(self.config, k))) for k in Hparams._fields)]
             for m, s in enumerate(self.settings)])
 
@@ -318,7 +324,7 @@ class PBTController(Controller):
         if pairs:
             runner = runner._replace(train_state=_copy_members(runner.train_state,
                                                                jnp.asarray(source)))
-        self._append("pbt.csv", rows)
+        self._append(names.PBT, rows)
         self._write_hparams(update)
         self._reset_window()
         return runner, settings_hparams(self.config, self.settings)

@@ -13,7 +13,6 @@ A static sweep's directory:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -25,15 +24,19 @@ import numpy as np
 from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.labels import listed, setting_label
-from jaxppo.run.checkpoint import checkpoint_path, read_checkpoint
 from jaxppo.run.driver import Driver
 from jaxppo.run.experiment import Experiment, print_note
-from jaxppo.run.files import RunLock, free_name, write_atomic
 from jaxppo.run.placement import make_placement
-from jaxppo.run.rundir import check_config_file, make_run_dir, read_yaml
 from jaxppo.run.stats import quiet_nonfinite
-from jaxppo.run.summary import summary_problem, write_summary
-from jaxppo.run.sweep_table import rank_settings, sweep_csv_problem, sweep_title, write_sweep_files
+from jaxppo.run.sweep_table import rank_settings
+from jaxppo.rundir import names
+from jaxppo.rundir.checkpoint import checkpoint_path, read_checkpoint
+from jaxppo.rundir.files import RunLock, free_name
+from jaxppo.rundir.layout import check_config_file, make_run_dir, read_yaml
+from jaxppo.rundir.plan import FILE as PLAN_FILE
+from jaxppo.rundir.plan import checksum_fails, edited_plan, load_plan, table_problems, write_plan
+from jaxppo.rundir.summary import summary_problem, write_summary
+from jaxppo.rundir.sweep_csv import sweep_title, write_sweep_files
 from jaxppo.search.static import (
     Group,
     group_config,
@@ -43,13 +46,6 @@ from jaxppo.search.static import (
     traced_settings,
 )
 from jaxppo.search.table import SweepResult
-
-PLAN = "static_sweep.json"
-
-
-def is_static_sweep(path: str | os.PathLike) -> bool:
-    """A static sweep's directory (it holds the plan, not a checkpoint)."""
-    return isinstance(path, str | os.PathLike) and os.path.isfile(os.path.join(path, PLAN))
 
 
 class Outcome(NamedTuple):
@@ -65,7 +61,7 @@ class Outcome(NamedTuple):
 class StaticSweep:
     """A sweep whose settings differ in static keys: one `Experiment` (one compile) per
     static setting, run one after another in the same process, each in a run directory of
-    its own inside the sweep's (`PLAN` lists them); then one table over all settings.
+    its own inside the sweep's (its plan, static_sweep.json, lists them); then one table over all settings.
     A resume skips the finished groups, resumes the stopped one and starts the rest."""
 
     def __init__(self, config: PPOConfig, settings: list[dict], seeds: int, seed: int,
@@ -100,9 +96,7 @@ class StaticSweep:
                 raise ConfigError(f"static setting {setting_label(g.static)}: {e}") from None
         if logdir is not None:
             sw.run_dir = make_run_dir(logdir, run_name, config, sw.num_runs)
-            plan = sw.plan()
-            plan["sha256"] = plan_digest(plan)
-            write_atomic(os.path.join(sw.run_dir, PLAN), json.dumps(plan, indent=2))
+            write_plan(sw.run_dir, sw.plan())
         return sw
 
     @classmethod
@@ -113,30 +107,29 @@ class StaticSweep:
             if key in kwargs:
                 raise UsageError(f"resume continues a sweep with its own {key}; drop it")
         run_dir = os.fspath(path)
-        plan_path = os.path.join(run_dir, PLAN)
+        plan_path = os.path.join(run_dir, PLAN_FILE)
         repair = {"repair_log": kwargs.pop("repair_log", False)}  # for the stopped group only
         plan = None
         try:
-            with open(plan_path, encoding="utf-8") as f:
-                plan = json.load(f)
+            plan = load_plan(plan_path)
             config = config_from_dict(plan["config"], source=plan_path)
             sw = cls(config, plan["settings"], int(plan["seeds"]), int(plan["seed"]),
                      plan.get("search"), run_dir, kwargs, repair)
             listed_groups = [g["name"] for g in plan.get("groups", [])]
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ConfigError) as e:
-            if _checksum_fails(plan):  # an edit that broke its form
-                raise _edited(plan_path) from None
+            if checksum_fails(plan):  # an edit that broke its form
+                raise edited_plan(plan_path) from None
             raise UsageError(f"'{plan_path}' is not a static sweep's plan ({type(e).__name__}: "
                              f"{e}); it cannot be resumed") from None
         if [g.name for g in sw.groups] != listed_groups:
-            if _checksum_fails(plan):
-                raise _edited(plan_path)
+            if checksum_fails(plan):
+                raise edited_plan(plan_path)
             raise UsageError(f"'{plan_path}' does not list the groups of its own settings; "
                              "it cannot be resumed")
         sw.check_plan(plan, plan_path)
         sw.check_finished_groups()
         if not sw.pending():
-            sw.rebuild = _table_problems(run_dir, sw.settings)
+            sw.rebuild = table_problems(run_dir, sw.settings)
             if not sw.rebuild:
                 raise UsageError(f"sweep '{run_dir}' is finished ({len(sw.groups)} static "
                                  "settings); nothing to resume (evaluate a group's agents with: "
@@ -166,11 +159,11 @@ class StaticSweep:
         every started group's config.yaml against the config the plan now gives that group;
         an edit is refused, naming what differs. A plan whose checksum holds is as it was: a
         difference is then the group's config.yaml's, which that group's own check names."""
-        if plan.get("sha256") is not None and not _checksum_fails(plan):
+        if plan.get("sha256") is not None and not checksum_fails(plan):
             return
         edited = []
         for g in self.groups:
-            path = os.path.join(self.run_dir, g.name, "config.yaml")
+            path = os.path.join(self.run_dir, g.name, names.CONFIG)
             if not os.path.isfile(path):
                 continue
             ran = read_yaml(path)
@@ -182,9 +175,9 @@ class StaticSweep:
                            json.dumps(ran[k], sort_keys=True) != json.dumps(want[k],
                                                                              sort_keys=True)]
         if edited:
-            raise _edited(plan_path, f"{listed(edited, 4)}: not what the group trained with")
-        if _checksum_fails(plan):
-            raise _edited(plan_path)
+            raise edited_plan(plan_path, f"{listed(edited, 4)}: not what the group trained with")
+        if checksum_fails(plan):
+            raise edited_plan(plan_path)
 
     @property
     def num_runs(self) -> int:
@@ -203,7 +196,7 @@ class StaticSweep:
         """A group that ran to its end in an earlier session, as its summary.json says. One
         whose summary.json is damaged is not: its resume rebuilds that from its checkpoint
         (the same test, `summary_problem`), keeping the damaged file aside."""
-        path = os.path.join(self.group_dir(group), "summary.json")
+        path = os.path.join(self.group_dir(group), names.SUMMARY)
         runs = len(group.indices) * self.seeds
         if not os.path.isfile(path) or summary_problem(
                 path, num_runs=runs, env_steps=group_config(self.config, group).env_steps):
@@ -329,47 +322,3 @@ class StaticSweep:
         rows = [{**r, "run_dir": None if self.run_dir is None
                  else os.path.join(self.run_dir, r["group"])} for r in rows]
         return SweepResult(rows, last, self.run_dir, outcomes, summary)
-
-
-def _checksum_fails(plan) -> bool:
-    """A plan whose checksum fails: edited (one from before plans had one: not)."""
-    return isinstance(plan, dict) and plan.get("sha256") not in (None, plan_digest(plan))
-
-
-def _edited(plan_path: str, what: str = "its checksum fails") -> UsageError:
-    return UsageError(f"'{plan_path}' was edited since the sweep started ({what}); restore it: "
-                      "a sweep goes on with the plan it started with (each group's config.yaml "
-                      "holds what that group trained on)")
-
-
-def plan_digest(plan: dict) -> str:
-    """The plan's checksum: SHA-256 of its canonical JSON, the checksum itself left out."""
-    body = {k: v for k, v in plan.items() if k != "sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def _table_problems(run_dir: str, settings: list[dict]) -> list[tuple[str, str]]:
-    """What a finished static sweep's summary.json and sweep.csv lack: (file, why; "" when
-    it is missing). Both are written from the groups' results, so a resume rebuilds them."""
-    problems = []
-    path = os.path.join(run_dir, "summary.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            s = json.load(f)
-        if not isinstance(s, dict):
-            problems.append(("summary.json", "it is not a JSON object"))
-        elif s.get("status") not in ("finished", "diverged"):
-            problems.append(("summary.json", "it says the sweep did not finish"))
-        elif not isinstance(s.get("ranked"), list) or len(s["ranked"]) != len(settings):
-            problems.append(("summary.json", f"it does not rank its {len(settings)} settings"))
-    except FileNotFoundError:
-        problems.append(("summary.json", ""))
-    except (OSError, ValueError) as e:
-        problems.append(("summary.json", f"it is not JSON: {e}"))
-    path = os.path.join(run_dir, "sweep.csv")
-    if not os.path.isfile(path):
-        problems.append(("sweep.csv", ""))
-    else:
-        why = sweep_csv_problem(path, settings, grouped=True)
-        problems += [("sweep.csv", why)] if why else []
-    return problems

@@ -24,7 +24,7 @@ from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller
 from jaxppo.run.memory import check_memory, check_run_count
-from jaxppo.run.record import RunRecord
+from jaxppo.rundir.record import RunRecord
 from jaxppo.search.halving import HalvingController, halving_search
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
 from jaxppo.search.space import parse_space, random_search

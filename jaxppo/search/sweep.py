@@ -13,12 +13,13 @@ from typing import Any
 
 from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
-from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.experiment import Experiment
-from jaxppo.run.rundir import run_dir_of
 from jaxppo.run.sweep_table import sweep_rows
+from jaxppo.rundir.checkpoint import load_checkpoint
+from jaxppo.rundir.layout import run_dir_of
+from jaxppo.rundir.plan import is_static_sweep
 from jaxppo.search.static import has_static
-from jaxppo.search.static_sweep import StaticSweep, is_static_sweep
+from jaxppo.search.static_sweep import StaticSweep
 from jaxppo.search.strategies import OPTIONS, STRATEGIES, controller_for, draw
 from jaxppo.search.table import SweepResult
 

@@ -14,7 +14,7 @@ from test_host_env import Walk
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo.run.callbacks import Checkpointer
 from jaxppo.run.driver import chunk_for_checkpoints, pick_chunk
-from jaxppo.run.logs.metrics_csv import read_metrics_csv
+from jaxppo.rundir.metrics_csv import read_metrics_csv
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 

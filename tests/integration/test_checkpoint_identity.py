@@ -13,7 +13,7 @@ from test_faults import cli, one_line
 
 from jaxppo import PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.run.checkpoint import RUN_ID_FILE, run_id_of
+from jaxppo.rundir.checkpoint import RUN_ID_FILE, run_id_of
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 CONFIG = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16, num_minibatches=2,

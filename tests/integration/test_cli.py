@@ -21,7 +21,7 @@ from jaxppo.cli import main
 from jaxppo.cli.common import final_return_text
 from jaxppo.cli.eval import eval_return_text
 from jaxppo.policy import EvalResult, evaluate
-from jaxppo.run.logs.metrics_csv import read_metrics_csv
+from jaxppo.rundir.metrics_csv import read_metrics_csv
 
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
 # 4 envs x 16 steps, 24 updates: a few seconds.

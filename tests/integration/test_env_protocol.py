@@ -451,7 +451,7 @@ def test_checkpoints_from_before_the_new_state_fields_still_load():
     from flax import serialization
 
     from jaxppo.keys import keys_as_data
-    from jaxppo.run.checkpoint import restore_into
+    from jaxppo.rundir.checkpoint import restore_into
 
     train = make_train(PPOConfig(num_envs=2, num_steps=8, total_timesteps=32,
                                  num_minibatches=2))
@@ -516,7 +516,7 @@ def test_a_mismatched_instance_is_blamed_not_the_config(stopped_instance_run, tm
     import shutil
 
     from jaxppo import CheckpointError
-    from jaxppo.run.checkpoint import save_checkpoint
+    from jaxppo.rundir.checkpoint import save_checkpoint
 
     run = tmp_path / "old"
     shutil.copytree(stopped_instance_run, run)

@@ -166,7 +166,7 @@ def _damaged_copy(src: str, dst: str, damage: str) -> str:
     elif damage == "empty":
         data = b""
     else:  # another env or other network sizes in the header: the payload no longer fits
-        from jaxppo.run.checkpoint import _digest
+        from jaxppo.rundir.checkpoint import _digest
 
         outer = msgpack.unpackb(data, raw=False)
         outer["header"]["config"].update(damage)
@@ -320,7 +320,7 @@ def test_a_faulty_env_is_named_not_blamed_on_lr(tmp_path, capsys, env_id, extra,
 
 
 def test_a_nonfinite_state_is_never_saved(tmp_path, finished_run):
-    from jaxppo.run.checkpoint import CheckpointError, save_checkpoint
+    from jaxppo.rundir.checkpoint import CheckpointError, save_checkpoint
 
     good = load_checkpoint(finished_run)
     bad = good.runner_state._replace(train_state=jax.tree.map(
@@ -390,7 +390,7 @@ def test_a_kill_during_a_save_leaves_the_previous_checkpoint(tmp_path, finished_
     while writing (here: interrupted at the fsync) leaves the previous checkpoint whole."""
     import shutil
 
-    from jaxppo.run.checkpoint import save_checkpoint
+    from jaxppo.rundir.checkpoint import save_checkpoint
 
     run = str(tmp_path / "run")
     shutil.copytree(finished_run, run)
@@ -472,7 +472,7 @@ def test_a_line_quotes_a_capped_list_of_unknown_env_params(capsys, tmp_path):
 
 def test_a_read_only_file_system_is_named_not_permission_denied(tmp_path, monkeypatch):
     from jaxppo.errors import UsageError
-    from jaxppo.run import files
+    from jaxppo.rundir import files
 
     real = os.statvfs
 

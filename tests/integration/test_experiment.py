@@ -20,9 +20,9 @@ from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.cli import main
 from jaxppo.keys import to_host
-from jaxppo.run.logs.metrics_csv import read_metrics_csv
 from jaxppo.run.stats import RunStats
 from jaxppo.run.sweep_table import rank_settings
+from jaxppo.rundir.metrics_csv import read_metrics_csv
 from jaxppo.search import SweepResult
 
 # 24 updates of 4 envs x 16 steps; chunks of 6 updates: 4 chunks.

@@ -33,8 +33,8 @@ from jaxppo.core.normalize import RunningMeanStd, rms_normalize
 from jaxppo.envs import Box, Discrete, MultiDiscrete, VecEnv, register_env
 from jaxppo.errors import CheckpointError
 from jaxppo.policy import DivergedAgent
-from jaxppo.run.checkpoint import save_checkpoint
-from jaxppo.search.static_sweep import PLAN
+from jaxppo.rundir.checkpoint import save_checkpoint
+from jaxppo.rundir.plan import FILE as PLAN
 
 onnxruntime = pytest.importorskip("onnxruntime", reason="the export extra is not installed")
 pytestmark = pytest.mark.usefixtures("compile_cache")

@@ -23,10 +23,10 @@ from jaxppo._xla import ZSTD_MAGIC, _jax_cache, _jax_lru, setup_compilation_cach
 from jaxppo.cli import main
 from jaxppo.compare.fit import holds_jax
 from jaxppo.run.driver import chunk_lengths, pick_chunk
-from jaxppo.run.files import RunLock
-from jaxppo.run.logs.audit import check_metrics_log, gaps_summary, kept_rows
 from jaxppo.run.logs.csv_logger import CsvLogger
-from jaxppo.run.logs.metrics_csv import CSV_HEADER, read_metrics_csv
+from jaxppo.rundir.csv_log import check_metrics_log, gaps_summary, kept_rows
+from jaxppo.rundir.files import RunLock
+from jaxppo.rundir.metrics_csv import CSV_HEADER, read_metrics_csv
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
@@ -201,7 +201,7 @@ def test_a_second_writer_is_refused_with_the_holder_named(stopped_run, tmp_path,
 def test_stale_temp_files_are_removed_by_the_next_save(tmp_path, capsys):
     code, _, _ = cli(capsys, "train", "--config", CARTPOLE, *TINY, "--logdir", str(tmp_path),
                      "--run-name", "r", "--no-progress")
-    from jaxppo.run.checkpoint import save_checkpoint
+    from jaxppo.rundir.checkpoint import save_checkpoint
 
     run = str(tmp_path / "r")
     stale = os.path.join(run, "checkpoint", ".tmp-killed.msgpack")

@@ -9,7 +9,7 @@ import pytest
 from test_faults import CARTPOLE, TINY, cli, one_line
 from test_host_env import Walk
 
-import jaxppo.run.checkpoint as checkpoint
+import jaxppo.rundir.checkpoint as checkpoint
 from jaxppo import Experiment, PPOConfig
 from jaxppo.errors import EnvError
 

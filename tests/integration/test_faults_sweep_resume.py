@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from jaxppo.config import load_config, parse_overrides
-from jaxppo.search.static_sweep import PLAN
+from jaxppo.rundir.plan import FILE as PLAN
 from jaxppo.search.sweep import resume_sweep, sweep
 
 pytestmark = pytest.mark.usefixtures("compile_cache")

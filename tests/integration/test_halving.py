@@ -18,8 +18,8 @@ import jaxppo.run.driver
 from jaxppo import load_config, load_policy
 from jaxppo.cli import main
 from jaxppo.config import parse_overrides
-from jaxppo.run.checkpoint import load_checkpoint
-from jaxppo.run.logs.metrics_csv import read_metrics_csv
+from jaxppo.rundir.checkpoint import load_checkpoint
+from jaxppo.rundir.metrics_csv import read_metrics_csv
 from jaxppo.search import random_search
 from jaxppo.search.sweep import resume_sweep, sweep
 

@@ -23,8 +23,8 @@ from jaxppo.envs.registry import HOST_SOURCES
 from jaxppo.envs.sources.protocol import HostStep
 from jaxppo.errors import ConfigError, EnvError
 from jaxppo.policy.render import render_gif
-from jaxppo.run.checkpoint import load_checkpoint
 from jaxppo.run.driver import Driver, StopNow
+from jaxppo.rundir.checkpoint import load_checkpoint
 
 
 class Walk(gymnasium.Env):

@@ -18,7 +18,7 @@ from jaxppo.core.networks import make_network
 from jaxppo.core.normalize import RunningMeanStd, rms_normalize
 from jaxppo.errors import UsageError
 from jaxppo.policy import evaluate, load_policy
-from jaxppo.run.checkpoint import save_checkpoint
+from jaxppo.rundir.checkpoint import save_checkpoint
 
 ev = importlib.import_module("jaxppo.policy.episodes")
 RUNS = 4

@@ -12,7 +12,7 @@ import pytest
 from jaxppo import PPOConfig, make_train
 from jaxppo.envs import Box, Discrete, VecEnv, register_env
 from jaxppo.errors import ConfigError
-from jaxppo.run.checkpoint import load_checkpoint, save_checkpoint
+from jaxppo.rundir.checkpoint import load_checkpoint, save_checkpoint
 
 
 class CostlyReset:
@@ -224,7 +224,7 @@ def test_a_checkpoint_from_before_the_key_resumes_with_a_fresh_pool(costly_confi
     import msgpack
     from flax import serialization
 
-    from jaxppo.run.checkpoint import _digest, checkpoint_path
+    from jaxppo.rundir.checkpoint import _digest, checkpoint_path
 
     cond = dataclasses.replace(costly_config, reset="cond")
     train = make_train(cond)

@@ -18,7 +18,7 @@ from jaxppo import load_config
 from jaxppo.config import parse_overrides
 from jaxppo.errors import UsageError
 from jaxppo.run.driver import Driver
-from jaxppo.search.static_sweep import PLAN
+from jaxppo.rundir.plan import FILE as PLAN
 from jaxppo.search.sweep import resume_sweep, sweep
 
 pytestmark = pytest.mark.usefixtures("compile_cache")

@@ -1,6 +1,7 @@
 """The house's rules, read from the code (docs/contributing.md): every module imports only
 from its own layer or those below; no import cycle between modules; no function-level import
-of a jaxppo module but the allowed few (each with its reason); no module over 450 lines."""
+of a jaxppo module but the allowed few (each with its reason); no module over 450 lines; no
+module outside jaxppo/rundir/ names a run directory's file."""
 
 import ast
 import pathlib
@@ -8,11 +9,13 @@ import pathlib
 import pytest
 from conftest import ROOT
 
+from jaxppo.rundir import names as run_dir_names
+
 pytestmark = pytest.mark.unit
 
 PKG = pathlib.Path(ROOT) / "jaxppo"
 LAYERS = ["errors keys compat machine _xla plots labels process writes", "envs", "config", "core",
-          "run", "search", "policy reports compare profile", "cli"]
+          "rundir", "run", "search", "policy reports compare profile", "cli"]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names.split()}
 # function-level imports of jaxppo modules, and why they cannot be at the top
 DEFERRED = {
@@ -94,3 +97,28 @@ def test_no_script_over_450_lines():
     long = {f.name: n for f in sorted((PKG.parent / "scripts").glob("*.py"))
             if (n := len(f.read_text(encoding="utf-8").splitlines())) > 450}
     assert not long, long
+
+
+def _strings(tree):
+    """The string constants of a module that are not docstrings (names used as data)."""
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)
+            and isinstance(n.value, ast.Constant)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_only_rundir_names_run_directory_files():
+    """A file of the run directory is named by its constant (`jaxppo.rundir.names`) outside
+    the layer that owns the formats: a string that is such a name, or a path ending in one."""
+    named = set(run_dir_names.FILES)
+    found = sorted({(name, s) for name, _, tree in modules()
+                    if not name.startswith("jaxppo.rundir")
+                    for s in _strings(tree) if s.replace("\\", "/").split("/")[-1] in named})
+    assert not found, found
+
+
+def test_the_name_check_sees_a_literal():
+    """The check above finds a name written as data, and not one in a docstring."""
+    tree = ast.parse('"""metrics.csv in prose"""\nx = "summary.json"\ny = "a/eval.json"\n')
+    assert _strings(tree) == ["summary.json", "a/eval.json"]
+

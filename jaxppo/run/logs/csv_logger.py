@@ -11,10 +11,11 @@ import numpy as np
 
 from jaxppo.core.metrics import EPISODE_METRICS
 from jaxppo.run.events import ChunkEvent, RunInfo
-from jaxppo.run.files import write_atomic
-from jaxppo.run.logs.audit import kept_rows
 from jaxppo.run.logs.background import BackgroundWriter
-from jaxppo.run.logs.metrics_csv import CSV_HEADER, CSV_METRICS
+from jaxppo.rundir import names
+from jaxppo.rundir.csv_log import kept_rows
+from jaxppo.rundir.files import write_atomic
+from jaxppo.rundir.metrics_csv import CSV_HEADER, CSV_METRICS
 
 
 def _fmt(metric: str, value: float, episodes: float) -> str:
@@ -40,7 +41,7 @@ class CsvLogger(BackgroundWriter):
     """
 
     def on_start(self, info: RunInfo) -> None:
-        path = os.path.join(info.run_dir, "metrics.csv")
+        path = os.path.join(info.run_dir, names.METRICS)
         if info.start_update > 0 and os.path.exists(path):
             write_atomic(path, kept_rows(path, info.start_update, info.num_runs))
             self._file = open(path, "a", newline="", encoding="utf-8")

@@ -38,7 +38,7 @@ def test_a_return_curve_carries_only_over_updates_without_episodes():
     (a diverged run) is not hidden behind the last good return."""
     import numpy as np
 
-    from jaxppo.run.logs.metrics_csv import forward_fill
+    from jaxppo.rundir.metrics_csv import forward_fill
 
     nan = np.nan
     returns = np.array([[nan, 5.0, nan, 7.0, nan], [nan, 3.0, nan, nan, nan]])

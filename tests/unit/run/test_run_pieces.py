@@ -20,11 +20,12 @@ from jaxppo.run.divergence import (
     source_name,
 )
 from jaxppo.run.events import Divergence
-from jaxppo.run.logs.metrics_csv import CSV_HEADER
-from jaxppo.run.record import RunRecord
 from jaxppo.run.segments import expand_metrics, put_runs, take_runs
 from jaxppo.run.stats import RunStats
-from jaxppo.run.summary import REQUIRED, build_summary, summary_problem
+from jaxppo.run.summary import build_summary
+from jaxppo.rundir.metrics_csv import CSV_HEADER
+from jaxppo.rundir.record import RunRecord
+from jaxppo.rundir.summary import REQUIRED, summary_problem
 
 pytestmark = pytest.mark.unit
 CONFIG = PPOConfig(total_timesteps=1536, num_envs=4, num_steps=16)

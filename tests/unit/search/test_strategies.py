@@ -8,7 +8,7 @@ import pytest
 
 from jaxppo import ConfigError, PPOConfig, UsageError
 from jaxppo.cli import build_parser
-from jaxppo.run.record import RunRecord
+from jaxppo.rundir.record import RunRecord
 from jaxppo.search.halving import HalvingController
 from jaxppo.search.pbt import PBTController
 from jaxppo.search.strategies import OPTIONS, STRATEGIES, controller_for, draw

@@ -17,6 +17,11 @@ import numpy as np
 
 from jaxppo.core.metrics import METRIC_NAMES
 from jaxppo.errors import UsageError
+from jaxppo.rundir import names
+
+FILE = names.METRICS
+VERSION = 1
+"""The columns may grow at the end (`CSV_HEADER`): an older file reads with the columns it has."""
 
 CSV_METRICS = tuple(k for k in METRIC_NAMES if k != "env_steps")
 CSV_HEADER = ["update", "run", "env_steps", "wall_s", *CSV_METRICS]
@@ -90,7 +95,7 @@ def read_metrics_csv(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray
     with a row for every run (`ragged`: every update with a row, NaN where a run has none, as a
     halving sweep's stopped agents). A file that is not jaxppo's log (not UTF-8 text, another
     header) is a UsageError, one line."""
-    path = os.path.join(run_dir, "metrics.csv")
+    path = os.path.join(run_dir, names.METRICS)
     rows, problem = parse_metrics_log(path)
     if problem:
         raise UsageError(f"'{path}' is not a readable metrics log: {problem}")

@@ -12,6 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+VERSION = 2
+"""The record's layout: 1 (before 0.2) had no `stats` (the account was in summary.json); 2 added
+`stats`, `env`, `log_gaps`. A field absent from an older record reads as its default."""
+
 
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
@@ -26,7 +30,7 @@ class RunRecord:
         halving sweep's record also holds its decisions so far (`kept`, `window`).
       controller: the state of the run's controller (PBT's members and return window).
       log_gaps: rows metrics.csv lacks for good, as (first, last) or (first, last, run)
-        ranges of updates (`run/logs/audit.encode_gaps`).
+        ranges of updates (`rundir/csv_log.encode_gaps`).
     """
 
     seed: int = 0

@@ -29,16 +29,18 @@ from jaxppo.envs.identity import class_name, env_mismatch
 from jaxppo.errors import CheckpointError, ConfigError, UsageError
 from jaxppo.keys import is_key, to_host
 from jaxppo.labels import listed, tree_text
-from jaxppo.run.files import check_no_symlinks, remove_stale_temps, write_atomic
-from jaxppo.run.record import RunRecord
+from jaxppo.rundir import names
+from jaxppo.rundir.files import check_no_symlinks, remove_stale_temps, write_atomic
+from jaxppo.rundir.record import RunRecord
 
 FORMAT = "jaxppo-checkpoint"
 VERSION = 2  # 2: the checksum covers the header too
-FILENAME = "checkpoint.msgpack"
+FILENAME = names.CHECKPOINT
+FILE = FILENAME
 _MAGIC = b"\x82"  # a checkpoint file is a msgpack map of two entries: header and payload
 
 
-RUN_ID_FILE = "run_id"
+RUN_ID_FILE = names.RUN_ID
 """`RUN_DIR/run_id`: the run's id, also in every checkpoint's header (`run_id`), so a checkpoint
 copied into another run is refused. A run directory from before it has none: its checkpoint
 belongs to it, and a resume gives it one."""
@@ -99,7 +101,7 @@ def _check_v1(header: dict, state: dict, file: str) -> None:
 
 def _is_run_dir(path: str) -> bool:
     """A directory jaxppo started a run in (it writes config.yaml first)."""
-    config = os.path.join(path, "config.yaml")
+    config = os.path.join(path, names.CONFIG)
     return os.path.lexists(config) and not os.path.isdir(config)
 
 
@@ -110,8 +112,8 @@ def checkpoint_path(path: str | os.PathLike) -> str:
                "it a logdir, or use its RunResult.train_state)" if path is None else "")
         raise UsageError(f"expected a run directory, got {path!r}{why}")
     path = os.fspath(path)
-    if os.path.isdir(os.path.join(path, "checkpoint")) or _is_run_dir(path):
-        return os.path.join(path, "checkpoint", FILENAME)
+    if os.path.isdir(os.path.join(path, names.CHECKPOINT_DIR)) or _is_run_dir(path):
+        return os.path.join(path, names.CHECKPOINT_DIR, FILENAME)
     if os.path.isdir(path):
         path = os.path.join(path, FILENAME)
     return path
@@ -141,7 +143,7 @@ def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_ru
                               "diverged); the previous checkpoint is kept")
     if not os.path.isdir(run_dir):  # deleted under a running run: never recreate it silently
         raise FileNotFoundError(errno.ENOENT, "the run directory was deleted", run_dir)
-    ckpt_dir = os.path.join(run_dir, "checkpoint")
+    ckpt_dir = os.path.join(run_dir, names.CHECKPOINT_DIR)
     os.makedirs(ckpt_dir, exist_ok=True)
     remove_stale_temps(ckpt_dir)
     payload = serialization.msgpack_serialize(serialization.to_state_dict(host))
@@ -161,7 +163,7 @@ def save_checkpoint(run_dir: str, runner, config: PPOConfig, update: int, num_ru
 def saved_update(run_dir: str | None) -> int | None:
     """The update of `run_dir`'s checkpoint if one is there and reads back whole (checksum
     included), else None: what a line saying "the checkpoint is kept" must be checked against."""
-    if run_dir is None or not os.path.isfile(os.path.join(run_dir, "checkpoint", FILENAME)):
+    if run_dir is None or not os.path.isfile(os.path.join(run_dir, names.CHECKPOINT_DIR, FILENAME)):
         return None
     try:
         return int(read_checkpoint(run_dir)[0]["update"])
@@ -197,8 +199,8 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
         inner = sorted(d for d in os.listdir(given) if _is_run_dir(os.path.join(given, d))) \
             if os.path.isdir(given) else []
         if inner:  # a folder of runs: a static sweep's (its plan gone), or a --logdir
-            sweep = ("static_sweep.json" in os.listdir(given) or
-                     os.path.isfile(os.path.join(given, "sweep.csv")) or
+            sweep = (names.PLAN in os.listdir(given) or
+                     os.path.isfile(os.path.join(given, names.SWEEP)) or
                      all(d[:3].isdigit() and d[3:4] == "_" for d in inner))
             why = (" (a sweep over static settings whose plan, static_sweep.json, is missing: "
                    "restore it to go on with the whole sweep)" if sweep else "")
@@ -330,7 +332,7 @@ class Checkpoint:
     def record(self) -> RunRecord:
         """What the checkpoint carries beside the learner state, typed: the base seed, the
         running account, a sweep's settings and search, the `env=` instance's description, the
-        search controller's state and the log's gaps (`jaxppo.run.record.RunRecord`)."""
+        search controller's state and the log's gaps (`jaxppo.rundir.record.RunRecord`)."""
         return RunRecord.from_extra(self.extra)
 
     def __repr__(self) -> str:

@@ -13,10 +13,16 @@ import yaml
 
 from jaxppo.config import PPOConfig, config_from_dict
 from jaxppo.errors import ConfigError, UsageError
-from jaxppo.run.checkpoint import checkpoint_path
-from jaxppo.run.files import check_run_name, write_atomic
-from jaxppo.run.summary import summary_problem
-from jaxppo.run.sweep_table import sweep_csv_problem
+from jaxppo.rundir import names
+from jaxppo.rundir.checkpoint import checkpoint_path
+from jaxppo.rundir.files import check_run_name, write_atomic
+from jaxppo.rundir.summary import summary_problem
+from jaxppo.rundir.sweep_csv import sweep_csv_problem
+
+FILE = names.CONFIG
+VERSION = 1
+"""config.yaml's layout: every key of `PPOConfig` (a file from an older jaxppo lacks newer keys,
+read with their defaults: `config_from_dict`)."""
 
 
 def flat_env_id(env_id: str) -> str:
@@ -54,7 +60,7 @@ def run_dir_of(path: str | os.PathLike) -> str:
 
 
 def write_config(run_dir: str, config: PPOConfig) -> None:
-    write_atomic(os.path.join(run_dir, "config.yaml"),
+    write_atomic(os.path.join(run_dir, names.CONFIG),
                  yaml.safe_dump(config.to_dict(), sort_keys=False))
 
 
@@ -70,7 +76,7 @@ def read_yaml(path: str):
 def check_config_file(run_dir: str, config: PPOConfig) -> None:
     """A resumed run continues with its checkpoint's config; a `config.yaml` edited since would
     be silently ignored, so it is refused (one line, naming the keys that differ)."""
-    path = os.path.join(run_dir, "config.yaml")
+    path = os.path.join(run_dir, names.CONFIG)
     if not os.path.isfile(path):
         return
     on_disk = read_yaml(path)
@@ -95,12 +101,12 @@ def missing_results(run_dir: str, settings: list | None, num_runs: int | None = 
     when there is none), when its summary.json (or a sweep's sweep.csv) is among them: a run
     killed between its last checkpoint and writing them, or a file damaged since (checked
     against the checkpoint's `num_runs` and the config's `env_steps`)."""
-    names = ["summary.json", "curve.png", *(["sweep.csv", "sweep.png"] if settings else [])]
-    missing = [(n, "") for n in names if not os.path.exists(os.path.join(run_dir, n))]
-    for name in ("summary.json", "sweep.csv"):
+    wanted = [names.SUMMARY, names.CURVE, *([names.SWEEP, names.SWEEP_PNG] if settings else [])]
+    missing = [(n, "") for n in wanted if not os.path.exists(os.path.join(run_dir, n))]
+    for name in (names.SUMMARY, names.SWEEP):
         path = os.path.join(run_dir, name)
-        if name in names and os.path.exists(path):
-            why = (summary_problem(path, settings, num_runs, env_steps) if name == "summary.json"
+        if name in wanted and os.path.exists(path):
+            why = (summary_problem(path, settings, num_runs, env_steps) if name == names.SUMMARY
                    else sweep_csv_problem(path, settings))
             missing += [(name, why)] if why else []
-    return missing if {"summary.json", "sweep.csv"} & {n for n, _ in missing} else []
+    return missing if {names.SUMMARY, names.SWEEP} & {n for n, _ in missing} else []

@@ -13,9 +13,10 @@ import os
 import stat
 
 from jaxppo.errors import UsageError
+from jaxppo.rundir import names
 from jaxppo.writes import write_atomic, write_failed, write_whole  # noqa: F401 - their old home
 
-LOCK_FILE = ".lock"
+LOCK_FILE = names.LOCK
 
 
 def check_writable(path: str | os.PathLike, what: str) -> None:
