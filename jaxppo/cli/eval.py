@@ -20,8 +20,9 @@ from jaxppo.policy.render import NoRenderer, missing_renderer, render_gif, rende
 from jaxppo.process import StopFlag, native_work
 from jaxppo.rundir import names
 from jaxppo.rundir.files import check_writable
-from jaxppo.rundir.layout import read_yaml, run_dir_of
+from jaxppo.rundir.layout import run_dir_of
 from jaxppo.rundir.plan import is_static_sweep
+from jaxppo.rundir.reader import RunDir
 
 
 def add_parser(sub) -> None:
@@ -90,9 +91,7 @@ def cmd_eval(args) -> int:
 def _env_id(run_dir: str) -> str:
     """The run's env id from its config.yaml ("" where it cannot be read: the checkpoint's
     own checks then speak)."""
-    path = os.path.join(run_dir_of(run_dir), names.CONFIG)
-    config = read_yaml(path) if os.path.isfile(path) else None  # a FIFO would block
-    env_id = config.get("env_id") if isinstance(config, dict) else None
+    env_id = (RunDir(run_dir).config or {}).get("env_id")  # a FIFO is never read
     return env_id if isinstance(env_id, str) else ""
 
 

@@ -1,6 +1,6 @@
 """Agents that diverged are not policies: a sweep keeps training past a diverged agent (and
 checkpoints its NaN parameters), so evaluation and `load_policy` ask here which agents of a
-checkpoint went NaN/Inf (in their parameters, or in metrics.csv up to the checkpoint, since
+checkpoint went NaN/Inf (in their parameters, or as the checkpoint's ledger records, since
 their last PBT exploit) and refuse to play them unless asked to."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ import os
 import numpy as np
 
 from jaxppo.errors import UsageError
-from jaxppo.run.divergence import diverged_runs, logged_divergences
-from jaxppo.rundir import names
+from jaxppo.run.divergence import diverged_runs
 from jaxppo.rundir.layout import run_dir_of
-from jaxppo.search.strategies import controller_for
+from jaxppo.rundir.ledger import agent_ledger
 
 
 class DivergedAgent(UsageError):
@@ -24,46 +23,15 @@ class DivergedAgent(UsageError):
 def diverged_agents(ckpt, run_dir: str | os.PathLike) -> dict[int, str]:
     """{run: how it diverged} for the checkpoint's runs that are no policy: a sweep goes on
     past a diverged agent and checkpoints it as it is (NaN/Inf parameters), and one whose
-    metrics.csv records a divergence up to the checkpoint (since its last PBT renewal) is no
-    more trustworthy where its parameters stayed finite."""
-    controller = controller_for(ckpt.config, ckpt.record, ckpt.num_runs)
-    renewed = None
-    if controller is not None:  # a PBT member renewed by an exploit is healthy again
-        controller.start(None, ckpt.update, ckpt.record.controller)
-        renewed = controller.renewed_since()
-    folder = run_dir_of(os.fspath(run_dir))
-    after = None if renewed is None else tuple(int(u) for u in renewed)
-    try:
-        live = _logged(folder, ckpt.num_runs, ckpt.update, after)
-    except (UsageError, OSError):  # an unreadable log: the parameters alone say
-        live = {}
+    divergence stands at the checkpoint (its record's ledger; since its last PBT renewal) is
+    no more trustworthy where its parameters stayed finite."""
+    ledger = agent_ledger(ckpt.record, ckpt.num_runs, ckpt.update,
+                          run_dir_of(os.fspath(run_dir)))
+    live = {r: u for r, u in enumerate(ledger.diverged) if u is not None}
     bad = diverged_runs(ckpt.runner_state, ckpt.num_runs, live)
-    return {int(r): (f"diverged at update {live[int(r)].update}" if int(r) in live
+    return {int(r): (f"diverged at update {live[int(r)]}" if int(r) in live
                      else "diverged (its parameters are NaN/Inf)")
             for r in np.flatnonzero(bad)}
-
-
-_LOGGED: dict = {}
-
-
-def _logged(folder: str, num_runs: int, update: int, after: tuple | None) -> dict:
-    """`logged_divergences`' live ones, read once per version of metrics.csv (a notebook
-    loading every agent of a big sweep does not parse its log again for each)."""
-    log = os.path.join(folder, names.METRICS)
-    try:
-        st = os.stat(log)
-        key = (os.path.realpath(log), st.st_mtime_ns, st.st_size, num_runs, update, after)
-    except OSError:
-        key = None
-    if key is not None and key in _LOGGED:
-        return _LOGGED[key]
-    _, live = logged_divergences(folder, num_runs, update,
-                                 None if after is None else np.asarray(after, int))
-    if key is not None:
-        if len(_LOGGED) >= 8:
-            _LOGGED.pop(next(iter(_LOGGED)))
-        _LOGGED[key] = live
-    return live
 
 
 def diverged_refusal(run_dir, seed: int, how: str, num_runs: int, bad: dict) -> str:

@@ -24,6 +24,7 @@ from jaxppo.errors import UsageError
 from jaxppo.policy.forward import carry_names, forward_fn, input_specs, signature
 from jaxppo.policy.onnx_graph import OPSET, onnx_model_bytes
 from jaxppo.policy.policy import Policy, _actor, load_policy
+from jaxppo.rundir import names
 from jaxppo.rundir.files import check_writable, write_atomic, write_failed
 from jaxppo.rundir.layout import run_dir_of
 from jaxppo.rundir.plan import is_static_sweep
@@ -136,7 +137,7 @@ def export_policy(run_dir: str | os.PathLike, format: str = "onnx", *, seed: int
 def default_path(run_dir, seed: int, format: str, deterministic: bool) -> str:
     """`RUN_DIR/export/agent{seed}[-stochastic].{onnx,jaxexport}`."""
     mode = "" if deterministic else "-stochastic"
-    return os.path.join(run_dir_of(run_dir), "export", f"agent{seed}{mode}{FORMATS[format]}")
+    return os.path.join(run_dir_of(run_dir), names.EXPORT_DIR, f"agent{seed}{mode}{FORMATS[format]}")
 
 
 def _require_onnx() -> None:

@@ -33,7 +33,7 @@ from jaxppo.policy.episodes import (
     recurrent_policy_action,
 )
 from jaxppo.rundir.checkpoint import load_checkpoint
-from jaxppo.search.strategies import controller_for
+from jaxppo.rundir.ledger import trained_updates
 
 
 @cached
@@ -245,10 +245,8 @@ def _check_seed(seed: int, num_runs: int, run_dir) -> None:
 def updates_per_run(ckpt) -> list[int]:
     """[R] the updates each run of a checkpoint trained: the checkpoint's, except where its
     search strategy stopped some early (a halving sweep's agents keep the parameters they had
-    at their rung), as that strategy's controller says."""
-    controller = controller_for(ckpt.config, ckpt.record, ckpt.num_runs)
-    ends = None if controller is None else controller.run_updates(ckpt.update)
-    return [int(ckpt.update)] * ckpt.num_runs if ends is None else [int(u) for u in ends]
+    at their rung), as its record's ledger says."""
+    return trained_updates(ckpt.record, ckpt.num_runs, ckpt.update)
 
 
 def load_policy(run_dir: str | os.PathLike, seed: int = 0, *, env: Any = None,

@@ -13,15 +13,15 @@ import os
 from typing import NamedTuple
 
 import numpy as np
-import yaml
 
 from jaxppo.errors import UsageError
 from jaxppo.labels import agents_label
 from jaxppo.rundir import names
-from jaxppo.rundir.eval import as_scores, eval_scores, load_json, run_list
+from jaxppo.rundir.eval import as_scores, eval_scores, run_list
 from jaxppo.rundir.files import lock_holder
-from jaxppo.rundir.metrics_csv import forward_fill, read_metrics_csv
-from jaxppo.search.halving import is_halving, run_updates
+from jaxppo.rundir.ledger import halving_run_updates, is_halving
+from jaxppo.rundir.metrics_csv import forward_fill
+from jaxppo.rundir.reader import RunDir
 
 SOURCES = {names.EVAL: "each seed's mean return over its `jaxppo eval` episodes (cut-off ones left out)",
            f"{names.EVAL} (greedy)": "each seed's mean return over its `jaxppo eval` episodes, played "
@@ -61,18 +61,16 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     if not os.path.isfile(os.path.join(run_dir, names.CONFIG)) and run_dirs_in(run_dir):
         raise UsageError(no_scores(run_dir))  # a folder of runs (a --logdir), not a run
     notes: list[str] = []
-    summary_path = os.path.join(run_dir, names.SUMMARY)
-    summary = load_json(summary_path) if os.path.exists(summary_path) else None
-    if summary is not None and not isinstance(summary, dict):
-        raise UsageError(f"'{summary_path}' is not a run summary; move it away or resume the "
-                         "run to rebuild it")
-    env_id = _env_id(run_dir, summary)
+    rd = RunDir(run_dir)
+    summary_path = rd.file(names.SUMMARY)
+    summary = rd.summary
+    env_id = _env_id(rd, summary)
     key = env_key(run_dir, env_id)  # what the env is: a module of the run's may shadow the id
     metrics_path = os.path.join(run_dir, names.METRICS)
     # a halving sweep's stopped agents have no rows past their rung: every update is read,
     # and their curves end where they stopped (not the others' where the first one stopped)
     ragged = is_halving((summary or {}).get("search"))
-    metrics = _read_metrics(run_dir, ragged) if os.path.exists(metrics_path) else {}
+    metrics = rd.curves(ragged)
     if not os.path.exists(metrics_path):
         notes.append(f"{run_dir}: no metrics.csv, so no sample-efficiency curve")
     curve = (forward_fill(metrics["episodic_return"], metrics["episodes"]) if metrics
@@ -88,7 +86,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     diverged = None  # the runs that diverged, as the file the scores come from says
     trained = None  # [R] the updates each run trained, where the file says
     if source != "final" and os.path.exists(eval_path):
-        scores, info = eval_scores(eval_path)
+        scores, info = rd.eval
         used, diverged, trained = names.EVAL, info["diverged"], info["updates_per_run"]
         if info["env_id"] not in (None, env_id):
             raise UsageError(f"'{eval_path}' evaluated {info['env_id']}, but the run trained on "
@@ -139,8 +137,8 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         trained = _ranked_updates(summary["ranked"], len(scores))
     if trained is None and ragged and last is not None and settings:  # before its ranked table
         try:
-            trained = [int(u) for u in run_updates(summary["search"],
-                                                   len(scores) // len(settings), last)]
+            trained = [int(u) for u in halving_run_updates(summary["search"],
+                                                           len(scores) // len(settings), last)]
         except (KeyError, TypeError, ValueError, IndexError):
             trained = None
         if trained is not None and len(trained) != len(scores):
@@ -242,33 +240,13 @@ def no_scores(run_dir: str) -> str:
             "directory?")
 
 
-def _read_metrics(run_dir: str, ragged: bool = False) -> dict[str, np.ndarray]:
-    """metrics.csv through the logger's reader; a damaged or unreadable file is one line."""
-    path = os.path.join(run_dir, names.METRICS)
-    fix = ("move it away (e.g. to metrics.csv.damaged) to report this run without its "
-           "sample-efficiency curve")
-    try:
-        return read_metrics_csv(run_dir, ragged)
-    except UsageError as e:
-        raise UsageError(f"{e}; {fix}") from None
-    except OSError as e:
-        raise UsageError(f"cannot read '{path}' ({e.strerror}); {fix}") from None
-
-
-def _env_id(run_dir: str, summary: dict | None) -> str:
+def _env_id(rd: RunDir, summary: dict | None) -> str:
     """config.yaml's env first (what the run trained on); summary.json's when it is unreadable."""
-    config_path = os.path.join(run_dir, names.CONFIG)
-    env_id = None
-    if os.path.exists(config_path):
-        try:
-            with open(config_path, encoding="utf-8") as f:
-                env_id = (yaml.safe_load(f) or {}).get("env_id")
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
-            env_id = None
+    env_id = (rd.config or {}).get("env_id")
     if env_id is None and summary is not None:
         env_id = summary.get("env_id")
     if not isinstance(env_id, str):
-        raise UsageError(f"'{run_dir}' has no readable config.yaml or summary.json naming its "
+        raise UsageError(f"'{rd.path}' has no readable config.yaml or summary.json naming its "
                          "env; is it a jaxppo run directory?")
     return env_id
 
@@ -277,11 +255,7 @@ def env_key(run_dir: str, env_id: str) -> str:
     """The env as a report keys it: its id, plus the modules the run imported first
     (`env_imports`, `--import`), which may register their own env under a known id (a
     `gymnasium/CartPole-v1` of yours is not Gymnasium's): runs pool only when both agree."""
-    try:
-        with open(os.path.join(run_dir, names.CONFIG), encoding="utf-8") as f:
-            imports = (yaml.safe_load(f) or {}).get("env_imports") or []
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
-        imports = []
+    imports = (RunDir(run_dir).config or {}).get("env_imports") or []
     if not isinstance(imports, list) or not imports:
         return env_id
     return f"{env_id} (with --import {','.join(map(str, imports))})"

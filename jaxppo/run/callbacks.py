@@ -136,6 +136,9 @@ class Checkpointer(Callback):
         # () -> (search record, controller state) as of now: a run's controller changes both
         # (halving's decisions, PBT's members); None: the search as the run started, no state.
         self.snapshot: Callable[[], tuple[dict | None, dict | None]] | None = None
+        # update -> each agent's account as of now (`rundir.ledger.Ledger.to_dict`), set by
+        # the run loop; None: no ledger (a checkpointer outside a run loop)
+        self.ledger: Callable[[int], dict] | None = None
 
     def on_start(self, info: RunInfo) -> None:
         self.info = info
@@ -148,7 +151,8 @@ class Checkpointer(Callback):
         search, state = (self.info.search, None) if self.snapshot is None else self.snapshot()
         info = self.info
         record = RunRecord(info.seed, event.stats.to_dict(event.wall_s), info.settings,
-                           info.env, copy.deepcopy(search), state, info.log_gaps)
+                           info.env, copy.deepcopy(search), state, info.log_gaps,
+                           None if self.ledger is None else self.ledger(event.update))
         self.good = _Good(event.runner, event.update, record)
         # due at each multiple of `every`, and before the unsaved updates could pass `every`
         # by the end of the next chunk (a kill then loses at most `every`)

@@ -7,16 +7,13 @@ Axis legend: R = runs, C = updates in a chunk.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import numpy as np
 
 from jaxppo.config import PPOConfig
 from jaxppo.core.metrics import NONFINITE_SOURCES
 from jaxppo.run.events import Divergence
-from jaxppo.rundir import names
-from jaxppo.rundir.metrics_csv import parse_metrics_log
+from jaxppo.rundir.metrics_csv import nonfinite_rows
 
 DIVERGENCE_HINT = ("lower lr or max_grad_norm, or turn on normalize_obs / normalize_reward "
                    "(see docs/reference/errors.md)")
@@ -81,16 +78,8 @@ def logged_divergences(run_dir: str, num_runs: int, upto: int, after: np.ndarray
     read of the log."""
     first: dict[int, Divergence] = {}
     live: dict[int, Divergence] = {}
-    log = os.path.join(run_dir, names.METRICS)
-    if not os.path.isfile(log):
-        return first, live
-    for r in parse_metrics_log(log)[0]:
-        if not (r.get("nonfinite") and float(r["nonfinite"]) > 0 and int(r["run"]) < num_runs):
-            continue
-        if int(r["update"]) > upto:
-            continue
-        d = Divergence(int(r["run"]), int(r["update"]),
-                       source_name(float(r.get("nonfinite_source") or 0)))
+    for run, update, code in nonfinite_rows(run_dir, num_runs, upto):
+        d = Divergence(run, update, source_name(code))
         kept = [first] if after is not None and d.update <= after[d.run] else [first, live]
         for out in kept:
             if d.run not in out or d.update < out[d.run].update:

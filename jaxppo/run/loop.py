@@ -15,12 +15,14 @@ import jax
 import numpy as np
 
 from jaxppo.process import StopNow
+from jaxppo.run.callbacks import Checkpointer
 from jaxppo.run.distributed import from_process_0, gather
 from jaxppo.run.divergence import find_nonfinite, run_divergences
 from jaxppo.run.driver import ChunkResult
 from jaxppo.run.events import Callback, ChunkEvent, Divergence, RunInfo, RunResult, stack_metrics
 from jaxppo.run.stats import RunStats, quiet_nonfinite
 from jaxppo.run.summary import build_summary
+from jaxppo.rundir.ledger import make_ledger
 
 _STOP_BY_CALLBACK = -1
 
@@ -42,6 +44,16 @@ class RunLoop:
         self.good_runner, self.good_update = None, (info.start_update or None)
         self.chunks: list[dict] = []
         self.stop_flag = None
+        for cb in callbacks:  # every checkpoint records each agent's account
+            if isinstance(cb, Checkpointer):
+                cb.ledger = self.ledger
+
+    def ledger(self, update: int) -> dict:
+        """Each agent's account at `update` (the record's `ledger`): how far it trained, its
+        divergence that stands (the first since its renewal), its last renewal."""
+        return make_ledger(self.info.num_runs, update, self.exp.run_updates(update),
+                           {r: d.update for r, d in self.live.items()},
+                           self.exp.renewed_since()).to_dict()
 
     def stop_before_training(self, when: str) -> None:
         """A signal that came before the first chunk: stop now (every process alike)."""

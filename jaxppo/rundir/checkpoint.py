@@ -183,9 +183,10 @@ def _check_header(header) -> None:
         raise ValueError("header")
 
 
-def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
+def read_checkpoint(path: str | os.PathLike, decode: bool = True) -> tuple[dict, dict]:
     """Return `(header, state_dict)` after checking format, version and checksum (which
-    covers the header too: a flipped bit in `gamma` or an edited `update` is refused)."""
+    covers the header too: a flipped bit in `gamma` or an edited `update` is refused).
+    `decode` False: the header alone, checked (the state dict empty; a reader of the record)."""
     file = checkpoint_path(path)
     run_dir = os.path.dirname(os.path.dirname(file)) or "."
     if _is_run_dir(run_dir):  # nothing in it is read that could wait for ever (a FIFO)
@@ -236,6 +237,9 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict, dict]:
     if digest != header["sha256"]:
         raise CheckpointError(f"checkpoint '{file}' fails its checksum (corrupt or edited); "
                               "restore it from a backup or start a new run")
+    if not decode:
+        _check_run_id(header, file)
+        return header, {}
     try:
         state = serialization.msgpack_restore(payload)
     except Exception as e:  # noqa: BLE001 - any decode failure is a corrupt file

@@ -129,3 +129,17 @@ def forward_fill(x: np.ndarray, episodes: np.ndarray) -> np.ndarray:
                 last = v
             row[j] = last
     return out
+
+
+def nonfinite_rows(run_dir: str, num_runs: int, upto: int) -> list[tuple[int, int, float]]:
+    """(run, update, `nonfinite_source` code) of each row up to update `upto` that logged a
+    NaN/Inf, for runs below `num_runs`; none where there is no log or it cannot be read (the
+    checkpoint's parameters then speak alone)."""
+    path = os.path.join(run_dir, FILE)
+    try:
+        rows = parse_metrics_log(path)[0] if os.path.isfile(path) else []
+    except OSError:
+        return []
+    return [(int(r["run"]), int(r["update"]), float(r.get("nonfinite_source") or 0))
+            for r in rows if r.get("nonfinite") and float(r["nonfinite"]) > 0
+            and int(r["run"]) < num_runs and int(r["update"]) <= upto]

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-VERSION = 2
+VERSION = 3
 """The record's layout: 1 (before 0.2) had no `stats` (the account was in summary.json); 2 added
-`stats`, `env`, `log_gaps`. A field absent from an older record reads as its default."""
+`stats`, `env`, `log_gaps`; 3 the per-agent `ledger`. A field absent from an older record reads
+as its default (a ledger is then derived on read: `rundir.ledger.agent_ledger`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +30,9 @@ class RunRecord:
       search: how a sweep's settings were found (strategy, space, trials, seed, ...); a
         halving sweep's record also holds its decisions so far (`kept`, `window`).
       controller: the state of the run's controller (PBT's members and return window).
+      ledger: each agent's account (`rundir.ledger.Ledger.to_dict`: updates trained, the
+        divergence that stands, the last renewal), written at every checkpoint; None in a
+        checkpoint from before it (`rundir.ledger.agent_ledger` derives it).
       log_gaps: rows metrics.csv lacks for good, as (first, last) or (first, last, run)
         ranges of updates (`rundir/csv_log.encode_gaps`).
     """
@@ -40,6 +44,7 @@ class RunRecord:
     search: dict | None = None
     controller: dict | None = None
     log_gaps: tuple = ()
+    ledger: dict | None = None
 
     @classmethod
     def from_extra(cls, extra: dict | None) -> RunRecord:
@@ -54,13 +59,14 @@ class RunRecord:
         return cls(seed=int(extra.get("seed", 0)), stats=extra.get("stats"),
                    settings=extra.get("settings"), env=extra.get("env"),
                    search=extra.get("search"), controller=extra.get("controller"),
-                   log_gaps=tuple(tuple(g) for g in extra.get("log_gaps", [])))
+                   log_gaps=tuple(tuple(g) for g in extra.get("log_gaps", [])),
+                   ledger=extra.get("ledger"))
 
     def to_extra(self) -> dict[str, Any]:
         """The header's `extra`: the seed and account always, the rest only where set (the
         layout every jaxppo since 0.2 reads)."""
         extra: dict[str, Any] = {"seed": self.seed, "stats": self.stats}
-        for key in ("settings", "env", "search", "controller"):
+        for key in ("settings", "env", "search", "controller", "ledger"):
             value = getattr(self, key)
             if value is not None:
                 extra[key] = value
@@ -108,7 +114,7 @@ def _check_types(extra: dict) -> None:
             wrong += [f"stats.{k}" for k in ("episodes", "final_return")
                       if k in stats and not (isinstance(stats[k], list) and all(
                           x is None or _is_number(x) for x in stats[k]))]
-    for key in ("env", "search", "controller"):
+    for key in ("env", "search", "controller", "ledger"):
         if extra.get(key) is not None and not isinstance(extra[key], dict):
             wrong.append(key)
     settings = extra.get("settings")

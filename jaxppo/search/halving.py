@@ -31,16 +31,13 @@ import numpy as np
 from jaxppo.config import PPOConfig
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller, Segment
+from jaxppo.rundir.ledger import halving_run_updates
 from jaxppo.search.space import check_trials, random_search
 
 WINDOW_FRACTION = 0.25
 """A rung's settings are ranked by their mean per-update return over the last quarter of the
 rung's updates (at least one): recent enough to reflect where each one got to, long enough to
 smooth one update's noise."""
-
-def is_halving(search: dict | None) -> bool:
-    return isinstance(search, dict) and search.get("strategy") == "halving"
-
 
 def rung_sizes(trials: int, eta: int) -> list[int]:
     """Settings trained in each rung: N, floor(N/eta), ... down to 1."""
@@ -124,19 +121,9 @@ def setting_scores(window_sum, window_count, seeds: int) -> np.ndarray:
         return np.where(have.any(1), np.nansum(per_seed, 1) / np.maximum(have.sum(1), 1), np.nan)
 
 
-def setting_updates(record: dict, update: int) -> list[int]:
-    """[N] how far each setting has trained at `update`: the end of the last rung it was kept
-    for (no further than `update`)."""
-    out = [0] * record["trials"]
-    for end, kept in zip(record["rungs"], record["kept"], strict=False):
-        for g in kept:
-            out[g] = min(end, update)
-    return out
-
-
 def run_updates(record: dict, seeds: int, update: int) -> np.ndarray:
     """[R] updates each agent has trained (its setting's, for each seed)."""
-    return np.repeat(setting_updates(record, update), seeds)
+    return np.asarray(halving_run_updates(record, seeds, update), int)
 
 
 class HalvingController(Controller):

@@ -18,6 +18,7 @@ from conftest import FIXTURES, run_cli
 
 from jaxppo import load_checkpoint, load_policy
 from jaxppo.cli import main
+from jaxppo.rundir.reader import RunDir
 
 MADE_AT = ("legacy", "e15eca6")
 """The fixture sets (folders of tests/fixtures/), each written by an earlier jaxppo."""
@@ -135,12 +136,17 @@ def test_a_halving_sweep_resumes_its_rungs(tmp_path, capsys, made_at):
     assert before.update == 8 and before.record.search["rungs"] == [3, 6, 12]
     kept_before = before.record.search["kept"]
     assert [len(k) for k in kept_before] == [4, 2, 1]
+    # no ledger in a record this old: derived on read from its rungs, at its update 8
+    went = {g: 3 for g in range(4)} | {g: 6 for g in kept_before[1]} | {kept_before[2][0]: 8}
+    assert before.record.ledger is None
+    assert [a.updates for a in RunDir(run).status()] == [went[g] for g in range(4)]
     resume(capsys, "sweep", run)
     after = load_checkpoint(run)
     assert after.update == UPDATES and after.record.search["kept"] == kept_before
-    went = {g: 3 for g in range(4)} | {g: 6 for g in kept_before[1]} | {kept_before[2][0]: UPDATES}
+    went[kept_before[2][0]] = UPDATES
     steps = np.asarray(after.runner_state.train_state.step).tolist()
     assert steps == [went[g] for g in range(4)]
+    assert after.record.ledger["updates"] == steps  # the resumed run's checkpoint keeps it
     per_run = {}
     for r in rows(run):
         per_run[int(r["run"])] = per_run.get(int(r["run"]), 0) + 1
@@ -169,3 +175,22 @@ def test_a_host_env_run_resumes_with_fresh_episodes(tmp_path, capsys, made_at):
     assert any("every episode started afresh" in line for line in err), err
     assert load_checkpoint(run).update == UPDATES
     assert summary(run)["status"] == "finished"
+
+
+@pytest.mark.parametrize("name", ["train_2seeds_stopped", "train_2seeds_finished", "grid_stopped",
+                                  "gru_stopped", "pbt_stopped", "halving_stopped"])
+def test_every_old_run_directory_reads_through_one_reader(made_at, name):
+    """Config, record, each agent's status (derived: no record this old holds a ledger) and the
+    scores its files hold, read without building a search's controller."""
+    rd = RunDir(os.path.join(FIXTURES, made_at, name))
+    ckpt = load_checkpoint(rd.path)
+    assert rd.config["env_id"] == ckpt.config.env_id and rd.update == ckpt.update
+    assert rd.record == ckpt.record and rd.record.ledger is None
+    status = rd.status()
+    assert [a.run for a in status] == list(range(ckpt.num_runs))
+    assert all(0 < a.updates <= ckpt.update for a in status)
+    assert all(a.diverged is None for a in status)  # no fixture diverged
+    scores = rd.scores()
+    if os.path.exists(rd.file("summary.json")):
+        assert len(scores["summary.json"]) == ckpt.num_runs
+    assert rd.curves()["update"].shape[0] == ckpt.num_runs

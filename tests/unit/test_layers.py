@@ -122,3 +122,12 @@ def test_the_name_check_sees_a_literal():
     tree = ast.parse('"""metrics.csv in prose"""\nx = "summary.json"\ny = "a/eval.json"\n')
     assert _strings(tree) == ["summary.json", "a/eval.json"]
 
+
+
+def test_readers_of_a_run_directory_import_nothing_from_search():
+    """Readers of a run directory (policy/, reports/, `jaxppo eval`) go through
+    `jaxppo.rundir` (the record's ledger), never a search's controller."""
+    up = [(name, m) for name, _, tree in modules() for m in imports(tree, True)
+          if (name.split(".")[1:2] in (["policy"], ["reports"]) or name == "jaxppo.cli.eval")
+          and m.startswith("jaxppo.search")]
+    assert not up, up

@@ -11,8 +11,9 @@ from conftest import ROOT, assert_sweep_refused
 
 from jaxppo import ConfigError
 from jaxppo.run.driver import ChunkResult
+from jaxppo.rundir.ledger import setting_updates
 from jaxppo.search import rung_ends, rung_sizes, select
-from jaxppo.search.halving import HalvingController, min_updates, setting_scores, setting_updates
+from jaxppo.search.halving import HalvingController, min_updates, setting_scores
 from jaxppo.search.sweep import sweep
 
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")
