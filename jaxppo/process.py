@@ -145,7 +145,15 @@ GRACE_S = 5.0
 """After a second stop signal, how long the main thread has to end the command itself (its own
 line, its exit handlers) before the watchdog ends it."""
 
-_command = ["jaxppo"]  # the command's name in a line said for it ("jaxppo train")
+def _named_verb() -> str:
+    """The command's name as its argv gives it ("jaxppo train"), for a line said before the CLI
+    has parsed it (a stop while jaxppo imports); "jaxppo" where argv names no verb."""
+    word = sys.argv[1] if len(sys.argv) > 1 else ""
+    return f"jaxppo {word}" if is_command() and word.isalpha() and word.islower() \
+        and len(word) <= 12 else "jaxppo"
+
+
+_command = [_named_verb()]  # the command's name in a line said for it ("jaxppo train")
 _last_words: list = []  # a function (signum -> what is kept and how to go on), or empty
 _ending = [False]  # the main thread is ending the process (exit_process)
 _watchdog: list[threading.Thread] = []

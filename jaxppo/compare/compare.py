@@ -369,6 +369,8 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
                 proc = subprocess.run([*CHILD, system, payload, str(seeds), str(seed + k),
                                        str(sb3_threads)], capture_output=True, text=True,
                                       env=child_env)
+            if tree.left_behind:  # a library's worker or forkserver outlived the run
+                echo(f"      ended {len(tree.left_behind)} process(es) the run left behind")
             lines = proc.stdout.strip().splitlines()
             killed = proc.returncode < 0 or proc.returncode >= 128  # a signal ended the child
             if proc.returncode != 0 and not killed:

@@ -1,14 +1,20 @@
 """A compare run's whole process tree, watched while it runs (`Watch`): its peak memory (the sum of its
 processes' proportional set sizes, so pages shared between them count once in all, not once
 per process), and the most processes and threads it had at one time. Read from /proc every
-quarter second; a tree that lives shorter than that, or an OS without /proc, gives None."""
+quarter second; a tree that lives shorter than that, or an OS without /proc, gives None.
+When the run ends (or is stopped), a process of its tree still alive, one the run left behind
+(a forkserver of TorchRL's `ParallelEnv`, an env worker whose parent was killed), is ended:
+SIGTERM, then SIGKILL after `GRACE_S`."""
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
+import time
 
 INTERVAL_S = 0.25
+GRACE_S = 3.0
 
 
 def children(pid: int) -> list[int]:
@@ -62,6 +68,37 @@ def sample(root: int) -> tuple[int, int, int] | None:
     return (total, procs, threads) if procs else None
 
 
+def _started(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot: /proc/PID/stat's field 22), so that a pid the
+    kernel has since given to another process is never taken for it; None for a process that is
+    gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return None if not fields or fields[0] == "Z" else fields[19]
+
+
+def end_leftovers(members: dict[int, str], grace_s: float = GRACE_S) -> list[int]:
+    """End the processes of `members` (pid: start time) still alive: SIGTERM, then SIGKILL
+    those alive after `grace_s`. Returns the pids that were still alive."""
+    alive = [pid for pid, t in members.items() if _started(pid) == t]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in alive:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        end = time.monotonic() + grace_s
+        while sig == signal.SIGTERM and time.monotonic() < end and any(
+                _started(p) == members[p] for p in alive):
+            time.sleep(0.05)
+        if not any(_started(p) == members[p] for p in alive):
+            break
+    return alive
+
+
 def peak(samples: list[tuple[int, int, int]]) -> dict:
     """The run's peaks: memory, processes, threads (None each where nothing was sampled)."""
     if not samples:
@@ -73,7 +110,8 @@ def peak(samples: list[tuple[int, int, int]]) -> dict:
 class Watch:
     """While in the `with` block, a thread samples the tree of this process's children started
     in it (a compare parent has one child at a time: the run; children it had before, such as a
-    caller's own helper processes, are not the run's) every `INTERVAL_S`; `.peak` after."""
+    caller's own helper processes, are not the run's) every `INTERVAL_S`; `.peak` after. On
+    leaving the block, the tree's processes still alive are ended (`.left_behind`: their pids)."""
 
     def __init__(self):
         self.samples: list[tuple[int, int, int]] = []
@@ -81,11 +119,17 @@ class Watch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._before: set[int] = set()
+        self.members: dict[int, str] = {}  # every process of the run's tree seen: start time
+        self.left_behind: list[int] = []
 
     def _loop(self) -> None:
         me = os.getpid()
         while not self._stop.wait(INTERVAL_S):
-            found = [sample(pid) for pid in children(me) if pid not in self._before]
+            runs = [pid for pid in children(me) if pid not in self._before]
+            for pid in (p for run in runs for p in tree(run)):
+                if pid not in self.members and (t := _started(pid)) is not None:
+                    self.members[pid] = t
+            found = [sample(pid) for pid in runs]
             found = [f for f in found if f is not None]
             if found:
                 self.samples.append(tuple(sum(f[i] for f in found) for i in range(3)))
@@ -99,3 +143,4 @@ class Watch:
         self._stop.set()
         self._thread.join()
         self.peak = peak(self.samples)
+        self.left_behind = end_leftovers(self.members)

@@ -181,8 +181,12 @@ def load_config(path: str | os.PathLike, overrides: dict[str, Any] | None = None
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"config file '{path}': YAML error{where}: {problem}; "
-                          "fix the YAML syntax (key: value per line)") from None
+        line = text.splitlines()[mark.line] if mark and mark.line < len(text.splitlines()) \
+            else ""
+        value = line.partition(":")[2].strip()
+        fix = (f"quote the value ('{value}'): a bare * or & starts a YAML alias or anchor"
+               if value[:1] in ("*", "&") else "fix the YAML syntax (key: value per line)")
+        raise ConfigError(f"config file '{path}': YAML error{where}: {problem}; {fix}") from None
     if values is None or values == {}:  # empty, or only comments: not "train the defaults"
         raise ConfigError(f"config file '{path}' holds no settings (it is empty); give at least "
                           "env_id (e.g. start from configs/cartpole.yaml)")

@@ -172,6 +172,7 @@ class HostVecEnv:
                               "call it directly to see why") from None
         label = f"environment {env_id!r}"
         obs_space = pool.observation_space
+        self.obs_layout: list[dict] | None = getattr(pool, "obs_layout", None)
         self.obs_shape: tuple[int, ...] = tuple(int(s) for s in obs_space.shape)
         if math.prod(self.obs_shape) == 0:
             raise ConfigError(f"{label}: the observation is empty (shape {self.obs_shape})")

@@ -33,6 +33,10 @@ FORMATS = {"onnx": ".onnx", "jax": ".jaxexport"}
 """The formats `export_policy` writes, and their files' default suffixes."""
 SIDECAR_VERSION = 1
 """The version of the sidecar's layout (`format_version` in it)."""
+FLATTENED = ("each field as gymnasium.spaces.flatten does: a Box reshaped to one row, a "
+             "Discrete one-hot of (value - start), a MultiDiscrete one one-hot per entry, a Dict "
+             "its keys sorted; the fields' rows joined in from_fields' order")
+"""How a host env's non-Box observation becomes the model's input (the sidecar says it)."""
 JAX_PLATFORMS = ("cpu", "cuda")
 """The platforms a `jax` export is lowered for: the program runs on either."""
 
@@ -186,6 +190,13 @@ def sidecar_dict(policy: Policy, env, network, sig, format: str, deterministic: 
     recurrent = None if not names else {
         "cell": c.network, "size": int(c.rnn_size), "carry": list(names),
         "at_episode_start": "zeros; then feed each step's *_out back (per env of the batch)"}
+    observation = {"shape": [int(d) for d in env.obs_shape], "dtype": sig.inputs[0].dtype,
+                   "normalized_inside": bool(c.normalize_obs)}
+    layout = getattr(env, "obs_layout", None)
+    if layout is not None:  # a Dict (or Discrete, ...) observation read as one array
+        observation["obs_field"] = c.obs_field
+        observation["from_fields"] = layout
+        observation["flattened"] = FLATTENED
     if format == "onnx":
         how = {"runtime": "onnxruntime", "opset": OPSET,
                "call": "onnxruntime.InferenceSession(path).run(None, {'obs': obs, ...})"}
@@ -196,8 +207,7 @@ def sidecar_dict(policy: Policy, env, network, sig, format: str, deterministic: 
     return {
         "format": format, "format_version": SIDECAR_VERSION, "jaxppo_version": jaxppo_version(),
         "file": os.path.basename(path), "env_id": c.env_id,
-        "observation": {"shape": [int(d) for d in env.obs_shape], "dtype": sig.inputs[0].dtype,
-                        "normalized_inside": bool(c.normalize_obs)},
+        "observation": observation,
         "action": action, "masked": bool(env.masked), "recurrent": recurrent,
         "deterministic": bool(deterministic),
         "inputs": [p.to_dict() for p in sig.inputs],

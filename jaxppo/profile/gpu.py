@@ -10,6 +10,7 @@ not started yet, and says how to start again when it has.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import logging
 import os
@@ -95,8 +96,11 @@ def ask_for_cuda_compiles(target: str) -> None:
         os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
 
 
+@functools.cache
 def gpu_device(target: str):
-    """A compile-only device of `target` (no GPU needed); UsageError naming the extra without it."""
+    """A compile-only device of `target` (no GPU needed); UsageError naming the extra without it.
+    Made once per target and process (the CLI asks first, so that JAX starts quiet; the
+    profile then asks again)."""
     ask_for_cuda_compiles(target)
     logging.getLogger("jax_plugins.xla_cuda12").setLevel(logging.ERROR)
     with _stderr_silenced():

@@ -192,10 +192,11 @@ def test_a_signal_at_random_moments_of_eval_never_crashes(trained):
 def test_a_second_signal_while_jaxppo_imports_ends_it_even_if_a_library_swallows_it():
     """A second stop signal while the command's imports hold signals ends the process in one
     line. It once raised KeyboardInterrupt, which a library being imported could swallow (a
-    bare `except:` around an optional import): the signal was lost and eval ran to the end."""
+    bare `except:` around an optional import): the signal was lost and eval ran to the end.
+    The line names the verb from argv: the parser has not run yet."""
     code = textwrap.dedent("""
         import os, signal, sys, time
-        sys.argv[0] = "jaxppo"  # the command (process.is_command)
+        sys.argv[:] = ["jaxppo", "eval", "runs/x"]  # the command (process.is_command)
         from jaxppo.process import hold_signals
         hold_signals()
         for _ in range(2):
@@ -211,4 +212,5 @@ def test_a_second_signal_while_jaxppo_imports_ends_it_even_if_a_library_swallows
     assert proc.returncode == 128 + signal.SIGINT, (proc.returncode, proc.stdout, proc.stderr)
     assert "went on" not in proc.stdout
     assert proc.stderr.strip().splitlines() == [
-        "jaxppo: error: stopped at once by SIGINT while starting; nothing was run"], proc.stderr
+        # the verb named although the CLI never parsed argv (it once said "jaxppo: error")
+        "jaxppo eval: error: stopped at once by SIGINT while starting; nothing was run"], proc.stderr

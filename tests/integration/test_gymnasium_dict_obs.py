@@ -3,6 +3,7 @@ a Dict trains, evaluates and resumes; its keys are read sorted, each sub-space f
 `gymnasium.spaces.flatten` does (checked against it); `obs_field` picks one key (`--set`
 included, `*` too). They used to be refused ("jaxppo trains on Box observations")."""
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, run_cli
 
-from jaxppo import Experiment, load_config
+from jaxppo import Experiment, export_policy, load_config
 from jaxppo.config.load import parse_overrides
 from jaxppo.envs.host import HostVecEnv
 from jaxppo.envs.sources.flatten import ObsReader
@@ -92,13 +93,23 @@ def test_the_flat_order_is_gymnasiums_sorted_keys_each_flattened():
     assert reader.shape == (spaces.flatdim(NESTED),) == (3 + 4 + 5 + 1 + 2 + 3,)
     np.testing.assert_array_equal(reader.batch(batch), want)
     np.testing.assert_array_equal(reader.one(samples[2]), want[2])
+    # the layout an export's sidecar carries: each field's columns, in the flat order
+    assert [(f["field"], f["space"]) for f in reader.layout] == [
+        ("a", "Discrete"), ("b", "Box"), ("c", "Tuple"), ("d", "Dict")]
+    for f in reader.layout:
+        start, end = f["columns"]
+        field = np.stack([spaces.flatten(NESTED[f["field"]], s[f["field"]]) for s in samples])
+        np.testing.assert_array_equal(reader.batch(batch)[:, start:end], field)
 
 
 def test_obs_field_keeps_one_box_as_it_is_and_flattens_the_rest():
     image = ObsReader(NESTED, "b", "environment 'x'")
     assert image.shape == (2, 2) and image.dtype == np.uint8
+    assert image.layout == [{"field": "b", "space": "Box", "kept": True}]
     two = ObsReader(NESTED, "d, a", "environment 'x'")  # joined in the order given
     assert two.shape == (5 + 3,)
+    assert two.layout == [{"field": "d", "space": "Dict", "columns": [0, 5]},
+                          {"field": "a", "space": "Discrete", "columns": [5, 8]}]
     assert ObsReader(NESTED, "*", "environment 'x'").shape == (spaces.flatdim(NESTED),)
     assert ObsReader(spaces.Discrete(4), None, "environment 'x'").shape == (4,)  # one-hot
     with pytest.raises(ConfigError, match=r"no key 'z'; use one of a, b, c, d"):
@@ -159,6 +170,15 @@ def test_dict_obs_env_trains_evaluates_and_resumes_with_obs_field(here, capsys):
     assert "--gif: no renderer for gymnasium/KeyDoor-v0: it draws no frames" in p.stderr
     assert "WARN" not in p.stderr and "was not made with" not in p.stderr, p.stderr
     assert not (here / "x.gif").exists()
+    # the export's sidecar says how to build the model's input from the Dict, without jaxppo
+    side = json.loads(open(export_policy("runs/all", "jax", seed=0).sidecar).read())
+    assert side["observation"]["obs_field"] == "*"
+    assert side["observation"]["shape"] == [7]
+    assert side["observation"]["from_fields"] == [
+        {"field": "bits", "space": "MultiBinary", "columns": [0, 2]},
+        {"field": "door", "space": "Discrete", "columns": [2, 5]},
+        {"field": "pos", "space": "Box", "columns": [5, 7]}]
+    assert "one-hot" in side["observation"]["flattened"]
     config = load_config(CARTPOLE, {"env_id": "gymnasium/KeyDoor-v0", "obs_field": "pos",
                                     "env_imports": ["key_door"], "total_timesteps": 1024,
                                     "num_envs": 4, "num_steps": 32, "hidden_sizes": [16, 16]})

@@ -1,11 +1,11 @@
 """Run directories written by earlier jaxppo still load, evaluate (`--agent` included), report
-and resume to their end with today's code. Two sets of the same runs: tests/fixtures/legacy/
-(made at a5deb3c, before the package was rebuilt, by `made_by.py` there) and
-tests/fixtures/e15eca6/ (the same script run by e15eca6, before the key forms, the two JAX lines
-and fault rounds 4-5): a training run, a grid, a PBT, a halving and a static
-sweep, a GRU run and a Gymnasium host-env run. Only what a user relies on is asserted (exit
-status, how far each agent got, the files and their rows), never a trajectory: the fixtures'
-kernels were picked on another CPU."""
+and resume to their end with today's code. Three sets of the same runs: tests/fixtures/legacy/
+(made at a5deb3c, before the package was rebuilt, by `made_by.py` there), tests/fixtures/e15eca6/
+(the same script run by e15eca6, before the key forms, the two JAX lines and fault rounds 4-5)
+and tests/fixtures/189469b/ (by main just before the run directory got its layer, jaxppo/rundir/):
+a training run, a grid, a PBT, a halving and a static sweep, a GRU run and a Gymnasium host-env
+run. Only what a user relies on is asserted (exit status, how far each agent got, the files and
+their rows), never a trajectory: the fixtures' kernels were picked on another CPU."""
 
 import csv
 import json
@@ -20,14 +20,14 @@ from jaxppo import load_checkpoint, load_policy
 from jaxppo.cli import main
 from jaxppo.rundir.reader import RunDir
 
-MADE_AT = ("legacy", "e15eca6")
+MADE_AT = ("legacy", "e15eca6", "189469b")
 """The fixture sets (folders of tests/fixtures/), each written by an earlier jaxppo."""
 UPDATES = 12  # every fixture: 12 updates of 64 env steps, stopped at 4 (PBT 6, halving 8)
 
 
 @pytest.fixture(params=MADE_AT)
 def made_at(request) -> str:
-    """The fixture set a test reads (each test runs on both)."""
+    """The fixture set a test reads (each test runs on every set)."""
     return request.param
 
 

@@ -98,7 +98,9 @@ def _one_as_batch(x: Any) -> Any:
 class ObsReader:
     """How to read a host env's non-Box observations as one array: `space` is the Box the
     policy sees (`shape`, `dtype`), `batch` reads the vector env's [M] observations, `one`
-    a single env's (a final observation in `info`)."""
+    a single env's (a final observation in `info`). `layout` says, for a deployment that must
+    build the same array without jaxppo (an export's sidecar), which field fills which columns
+    (`columns: [start, end)`), or that one field is kept as it is (`kept`)."""
 
     def __init__(self, space: Any, obs_field: str | None, label: str):
         kind = _kind(space)
@@ -108,6 +110,7 @@ class ObsReader:
                                   f"so there is no field {obs_field!r} to pick; remove obs_field")
             size, self._flat = flattener(space, f"{label}'s observation")
             self.space = Box(0.0, 1.0, (size,), np.float32)
+            self.layout = [{"field": None, "space": kind, "columns": [0, size]}]
             return
         keys = [str(k) for k, _ in _sub_spaces(space)]
         names = keys if obs_field in (None, "", "*") else [
@@ -124,8 +127,12 @@ class ObsReader:
             self.space = Box(one.low, one.high, tuple(int(s) for s in one.shape),
                              np.dtype(one.dtype))
             self._flat = lambda x: np.asarray(x[key])
+            self.layout = [{"field": key, "space": "Box", "kept": True}]
             return
         parts = [(n, *flattener(subs[n], f"{label}'s observation {n!r}")) for n in names]
+        ends = np.cumsum([0] + [p[1] for p in parts])
+        self.layout = [{"field": n, "space": _kind(subs[n]), "columns": [int(a), int(b)]}
+                       for (n, _, _), a, b in zip(parts, ends[:-1], ends[1:], strict=True)]
         self.space = Box(-np.inf, np.inf, (sum(p[1] for p in parts),), np.float32)
         self._flat = lambda x: np.concatenate([f(x[n]) for n, _, f in parts], axis=1)
 

@@ -194,6 +194,11 @@ class GymnasiumSource:
         obs, _ = self.vec.reset(seed=[int(s) for s in seeds])
         return self._read(obs)
 
+    @property
+    def obs_layout(self) -> list[dict] | None:
+        """Which observation field fills which columns (`ObsReader.layout`); None for a Box."""
+        return None if self._reader is None else self._reader.layout
+
     def _read(self, obs: Any) -> np.ndarray:
         return np.asarray(obs) if self._reader is None else self._reader.batch(obs)
 

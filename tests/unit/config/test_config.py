@@ -85,6 +85,11 @@ def test_yaml_errors(tmp_path):
     p.write_text("lr: [1, 2\n")
     with pytest.raises(ConfigError, match="YAML error"):
         load_config(p)
+    with pytest.raises(ConfigError, match="YAML error.*fix the YAML syntax"):
+        load_config(p)
+    p.write_text("env_id: gymnasium/X-v0\nobs_field: *\n")  # `*` is YAML's alias mark
+    with pytest.raises(ConfigError, match=r"line 2.*quote the value \('\*'\)"):
+        load_config(p)
     p.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(p)
