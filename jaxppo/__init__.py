@@ -91,4 +91,4 @@ __all__ = [
     "resume_sweep",
     "sweep",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -19,6 +19,8 @@ from jaxppo.rundir import names
 from jaxppo.rundir.files import free_name
 from jaxppo.rundir.metrics_csv import CSV_HEADER, parse_metrics_log
 
+VERSION = 1  # pbt.csv's and hparams.csv's layout (metrics.csv's: rundir/metrics_csv.VERSION)
+
 
 class CsvLog(NamedTuple):
     """What an append-only CSV is, as its audit needs it: which cells are integers, what its
@@ -334,12 +336,13 @@ def _is_row(cells: list[str], header: list[str], numeric: int) -> bool:
     return True
 
 
-def audit_pbt_logs(run_dir: str, update: int, saved: dict, population: int,
+def audit_pbt_logs(run_dir: str, update: int, saved: dict, pop: int,
                    pbt_updates: list[int], headers: dict[str, list[str]],
                    repair: bool) -> PBTLogAudit:
     """What a resume from the checkpoint at `update` (its controller state `saved`) keeps of
-    pbt.csv and hparams.csv (`headers`: their columns by file). The checkpoint accounts for
-    every member's hyperparameters at update 0 and at each of `pbt_updates` (hparams.csv), and
+    pbt.csv and hparams.csv of `pop` members (`headers`: their columns by file). The checkpoint
+    accounts for every member's hyperparameters at update 0 and at each of `pbt_updates`
+    (hparams.csv), and
     for each member's exploits (`saved["exploits"]`: pbt.csv's rows per member), apart from the
     rows an earlier repair recorded as lost (`saved["log_missing"]`). Rows past `update`
     (logged before a hard stop) go; a missing file starts afresh, its rows recorded as
@@ -348,8 +351,7 @@ def audit_pbt_logs(run_dir: str, update: int, saved: dict, population: int,
     that differ) and the missing ones recorded. Lines that are not rows (cut short, not text)
     are dropped with the file kept as `<file>.damaged`, and a note."""
     known = gaps_from(saved.get("log_missing"))
-    exploits = [int(x) for x in saved.get("exploits", [0] * population)]
-    pop = population
+    exploits = [int(x) for x in saved.get("exploits", [0] * pop)]
     rows_out, copies, notes, problems, fixed = {}, [], [], [], []
     missing = {names.PBT: dict(known.get(names.PBT, {})),
                names.HPARAMS: set(known.get(names.HPARAMS, set()))}

@@ -109,3 +109,11 @@ def test_a_run_directory_with_a_checkpoint_reads_each_agents_status(tmp_path):
     save_checkpoint(run, {"w": np.zeros((4, 2), np.float32)}, PPOConfig(), 8, 4,
                     extra=RunRecord(ledger=led).to_extra())
     assert RunDir(run).status()[3] == AgentStatus(3, 8, 7, None)
+
+
+def test_the_old_import_paths_the_docs_showed_still_work():
+    from jaxppo.run.logs.metrics_csv import read_metrics_csv
+    from jaxppo.run.record import RunRecord as Old
+    from jaxppo.rundir import metrics_csv
+
+    assert Old is RunRecord and read_metrics_csv is metrics_csv.read_metrics_csv
