@@ -15,6 +15,7 @@ from jaxppo.rundir.checkpoint import Checkpoint
 from jaxppo.rundir.csv_log import check_metrics_log
 from jaxppo.rundir.files import check_no_symlinks
 from jaxppo.rundir.layout import check_config_file, missing_results, run_dir_of
+from jaxppo.rundir.ledger import trained_updates
 from jaxppo.rundir.record import RunRecord
 
 
@@ -58,8 +59,9 @@ def check_resume(path: str | os.PathLike, ckpt: Checkpoint, *, controller=None,
                              f"{config.num_updates}); nothing to resume (evaluate it with: "
                              f"jaxppo eval {run_dir})")
     if not rebuild and writes_log and is_main_process():
-        # a segmented sweep's runs left out of a segment have no rows after it
-        ends = None if controller is None else controller.run_updates(update)
+        # a segmented sweep's runs left out of a segment have no rows after it: how far each
+        # agent went is the record's ledger (derived for a record from before it)
+        ends = trained_updates(record, ckpt.num_runs, update)
         gaps, damaged, notes = check_metrics_log(run_dir, update, ckpt.num_runs, gaps,
                                                  repair_log, run_ends=ends)
     if not rebuild and controller is not None and is_main_process():  # its own logs (PBT's)
