@@ -230,13 +230,14 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
 
 
 def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str = "",
-                           one_seed: bool = False) -> None:
+                           one_seed: bool = False, empty: str = "no curve") -> None:
     """IQM over seeds vs env steps with its 95% band, one line per run (setting); the legend
     outside the axes, every series its own colour or line style. `one_seed`: every line is
-    one seed's (no IQM, no band to speak of): the axis says so."""
+    one seed's (no IQM, no band to speak of): the axis says so. `empty`: the text drawn where
+    there is no curve (the caller names the missing file)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     if not curves:
-        _empty(ax, "no metrics.csv: no curve")
+        _empty(ax, empty)
     for c, style in zip(curves, series_styles(len(curves)), strict=True):
         x = np.asarray(c["env_steps"], float)
         ax.plot(x, np.array(c["iqm"], float), lw=1.5, label=c["label"], **style)

@@ -208,7 +208,7 @@ def timing_text(args, result) -> str:
 
 def refuse_repair_log(args) -> None:
     if args.repair_log:
-        raise UsageError("--repair-log repairs the metrics.csv of a run being resumed; use it "
+        raise UsageError(f"--repair-log repairs the {names.METRICS} of a run being resumed; use it "
                          "with --resume RUN_DIR")
 
 
@@ -235,7 +235,7 @@ def add_resume_args(sp, what: str) -> None:
                     "end where one is due: a kill loses at most this many)")
     sp.add_argument("--resume", metavar="RUN_DIR", help=f"continue a stopped {what}")
     sp.add_argument("--repair-log", action="store_true",
-                    help="with --resume: keep a damaged metrics.csv's good rows and record the "
+                    help=f"with --resume: keep a damaged {names.METRICS}'s good rows and record the "
                          "rows it lost (they cannot be recreated) instead of refusing")
 
 
@@ -252,7 +252,8 @@ def add_run_args(sp) -> None:
     sp.add_argument("--run-name", default=None, help="run directory name")
     sp.add_argument("--no-progress", action="store_true", help="no live progress output")
     sp.add_argument("--no-tensorboard", action="store_true",
-                    help="write no TensorBoard event files (tb/); metrics.csv has every value")
+                    help=f"write no TensorBoard event files ({names.TB_DIR}/); {names.METRICS} has every "
+                         "value")
     sp.add_argument("--help-config", action="store_true",
                     help="list every config key (type, default, meaning) and exit")
     add_no_cache(sp, shown=True)

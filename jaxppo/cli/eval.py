@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
                    help="greedy actions: the policy's most likely action (its mean for "
                         "continuous actions); the default")
     e.add_argument("--stochastic", dest="deterministic", action="store_false",
-                   help="sample actions from the policy instead (default: greedy); eval.json "
+                   help=f"sample actions from the policy instead (default: greedy); {names.EVAL} "
                         "and jaxppo report say which")
     e.add_argument("--gif", metavar="PATH", help="render one episode to a GIF")
     e.add_argument("--html", metavar="PATH",
@@ -48,7 +48,7 @@ def add_parser(sub) -> None:
                    help="also play agents that diverged (NaN/Inf parameters, or NaN/Inf before "
                         "the checkpoint); by default they are named and get no return")
     e.add_argument("--no-json", dest="json", action="store_false",
-                   help="do not write RUN_DIR/eval.json (per-seed returns)")
+                   help=f"do not write RUN_DIR/{names.EVAL} (per-seed returns)")
     add_import_arg(e)
     add_no_cache(e)
     e.set_defaults(func=cmd_eval)
@@ -83,7 +83,7 @@ def cmd_eval(args) -> int:
             kept = f"the returns above are evaluated{done['json']}" + (
                 f"; {rendering} was not written" if rendering else "")
         else:
-            kept = "nothing was evaluated (no eval.json written)"
+            kept = f"nothing was evaluated (no {names.EVAL} written)"
         print(f"jaxppo eval: error: {problem}; {kept}", file=sys.stderr)
         return 128 + signum
 
@@ -103,7 +103,7 @@ def _eval(args, done: dict) -> int:
                  else "none has a checkpoint yet: continue the sweep first, with jaxppo sweep "
                       f"--resume {args.run_dir}")
         raise UsageError(f"'{args.run_dir}' is a sweep over static settings: each static "
-                         f"setting is a run directory of its own (sweep.csv: group); {which}")
+                         f"setting is a run directory of its own ({names.SWEEP}: group); {which}")
     for path, what in ((args.gif, "GIF"), (args.html, "HTML")):
         if path is not None:  # '' too: an empty path is bad input, not "no GIF"
             check_writable(path, what)  # before any episode is played
@@ -175,7 +175,7 @@ def _eval(args, done: dict) -> int:
         print(f"note: {int((~completed).sum())} of {completed.size} episodes were still "
               f"running at the evaluation's cap of {res.max_steps} steps (the env states no shorter time "
               "limit; set max_episode_steps to give it one): cut off, left out of the mean, "
-              "marked in eval.json (cut_off)", file=sys.stderr)
+              f"marked in {names.EVAL} (cut_off)", file=sys.stderr)
     for flag, path, render in (("--gif", args.gif, render_gif), ("--html", args.html, render_html)):
         if not path:
             continue

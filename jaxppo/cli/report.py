@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from jaxppo.cli.common import add_no_cache, positive_int
 from jaxppo.reports import parse_normalize, report
+from jaxppo.rundir import names
 
 
 def add_parser(sub) -> None:
@@ -24,7 +25,7 @@ def add_parser(sub) -> None:
                    help="the optimality gap's threshold (default: the env's solve threshold, "
                         "1 when normalised)")
     r.add_argument("--source", choices=("auto", "eval", "final"), default="auto",
-                   help="scores from eval.json (auto: where present) or the final training "
+                   help=f"scores from {names.EVAL} (auto: where present) or the final training "
                         "return")
     add_no_cache(r)
     r.set_defaults(func=cmd_report)

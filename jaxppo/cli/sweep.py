@@ -30,6 +30,7 @@ from jaxppo.run.divergence import describe_divergence
 from jaxppo.run.events import Divergence
 from jaxppo.run.experiment import Experiment
 from jaxppo.run.sweep_table import sweep_rows
+from jaxppo.rundir import names
 from jaxppo.rundir.plan import is_static_sweep
 from jaxppo.search.static import group_config, has_static
 from jaxppo.search.static_sweep import StaticSweep
@@ -111,7 +112,7 @@ def cmd_sweep(args) -> int:
     rescued = sorted({d["run"] for d in s.get("divergences", [])} - set(s["diverged_runs"]))
     if rescued:  # only a controller renews a learner (PBT's exploit)
         print_note(f"agent(s) {' '.join(map(str, rescued))} went NaN/Inf and {strategy.name}'s "
-                   "exploit replaced their learner with a healthy one (summary.json: "
+                   f"exploit replaced their learner with a healthy one ({names.SUMMARY}: "
                    "divergences)")
     if result.rebuilt:
         return 0
@@ -151,7 +152,7 @@ def _static_sweep(sw: StaticSweep, args) -> int:
             return code
     print(table.table())
     best = table.best
-    print(f"each setting's agents are in its group's run dir (sweep.csv: group, runs); the "
+    print(f"each setting's agents are in its group's run dir ({names.SWEEP}: group, runs); the "
           f"best's are runs {' '.join(map(str, best['runs']))} of: jaxppo eval {best['run_dir']}")
     s = table.summary
     diverged = [(g, o) for g, o in zip(sw.groups, table.groups, strict=True)

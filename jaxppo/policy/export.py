@@ -101,7 +101,7 @@ def export_policy(run_dir: str | os.PathLike, format: str = "onnx", *, seed: int
                          "model, or a jax.export program)")
     if is_static_sweep(run_dir):
         raise UsageError(f"'{os.fspath(run_dir)}' is a sweep over static settings: each "
-                         "setting is a run directory of its own (sweep.csv: group); export "
+                         f"setting is a run directory of its own ({names.SWEEP}: group); export "
                          "from one of them")
     if format == "onnx":
         _require_onnx()

@@ -37,6 +37,7 @@ from jaxppo.reports.stats import (
     profile,
     stratified_resamples,
 )
+from jaxppo.rundir import names
 from jaxppo.rundir.files import write_atomic
 from jaxppo.rundir.summary import json_safe
 from jaxppo.writes import WRITE_FIXES
@@ -331,7 +332,7 @@ def write(data: dict, groups: list[Group], out: str) -> None:
         one = all(r["seeds"] <= 1 for r in data["groups"])  # each line one seed's
         plot_sample_efficiency(os.path.join(out, "curves.png"), data["curves"], scale,
                                f"{env}: training return" + ("" if one else ", IQM over seeds"),
-                               one_seed=one)
+                               one_seed=one, empty=f"no {names.METRICS}: no curve")
         profiles, what = data["profiles"], "performance profile"
         if profiles and "all runs" in profiles and one:
             # one seed's profile is a step from 1 to 0; many of them draw over each other

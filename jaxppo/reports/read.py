@@ -31,8 +31,8 @@ SOURCES = {names.EVAL: "each seed's mean return over its `jaxppo eval` episodes 
                                   "episodes, actions sampled from the policy (cut-off ones left "
                                   "out)",
            names.SUMMARY: "each seed's final training return (its latest episodes)",
-           names.METRICS: "each seed's latest training return in metrics.csv (the run has no "
-                          "summary.json)"}
+           names.METRICS: f"each seed's latest training return in {names.METRICS} (the run has no "
+                          f"{names.SUMMARY})"}
 
 
 class Group(NamedTuple):
@@ -72,7 +72,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     ragged = is_halving((summary or {}).get("search"))
     metrics = rd.curves(ragged)
     if not os.path.exists(metrics_path):
-        notes.append(f"{run_dir}: no metrics.csv, so no sample-efficiency curve")
+        notes.append(f"{run_dir}: no {names.METRICS}, so no sample-efficiency curve")
     curve = (forward_fill(metrics["episodic_return"], metrics["episodes"]) if metrics
              else None)
     if ragged and curve is not None:
@@ -81,7 +81,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     last = int(np.nanmax(metrics["update"])) if metrics else None
     eval_path = os.path.join(run_dir, names.EVAL)
     if source == "eval" and not os.path.exists(eval_path):
-        raise UsageError(f"'{run_dir}' has no eval.json; run jaxppo eval {run_dir} first, or "
+        raise UsageError(f"'{run_dir}' has no {names.EVAL}; run jaxppo eval {run_dir} first, or "
                          "drop --source eval to use the final training returns")
     diverged = None  # the runs that diverged, as the file the scores come from says
     trained = None  # [R] the updates each run trained, where the file says
@@ -92,7 +92,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
             raise UsageError(f"'{eval_path}' evaluated {info['env_id']}, but the run trained on "
                              f"{env_id}; re-run jaxppo eval {run_dir}")
         if last is not None and isinstance(info["update"], int) and info["update"] < last:
-            notes.append(f"{run_dir}: eval.json was played at update {info['update']}; the run "
+            notes.append(f"{run_dir}: {names.EVAL} was played at update {info['update']}; the run "
                          f"has since reached update {last} (re-run jaxppo eval for the latest "
                          "policy)")
         if info["cut_off"]:
@@ -110,8 +110,8 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
         holder = lock_holder(run_dir)
         why = (f"the run is still training ({holder} holds it)" if holder
                else "the run was killed before writing it")
-        notes.append(f"{run_dir}: no summary.json ({why}): scores are each seed's latest "
-                     "return in metrics.csv")
+        notes.append(f"{run_dir}: no {names.SUMMARY} ({why}): scores are each seed's latest "
+                     f"return in {names.METRICS}")
     else:
         raise UsageError(no_scores(run_dir))
     # the source as the report shows it: eval scores say how they were played
@@ -131,7 +131,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     scores[diverged] = np.nan  # no policy, no score: named by the report, never averaged
     settings = summary.get("settings") if summary else None
     if settings is None and os.path.exists(os.path.join(run_dir, names.SWEEP)):
-        raise UsageError(f"'{run_dir}' is a sweep without its summary.json, which names each "
+        raise UsageError(f"'{run_dir}' is a sweep without its {names.SUMMARY}, which names each "
                          f"agent's setting; rebuild it with: jaxppo sweep --resume {run_dir}")
     if trained is None and summary is not None and isinstance(summary.get("ranked"), list):
         trained = _ranked_updates(summary["ranked"], len(scores))
@@ -166,7 +166,7 @@ def read_run(run_dir: str, source: str = "auto") -> tuple[list[Group], list[str]
     if (summary.get("search") or {}).get("strategy") == "pbt":
         notes.append(f"{run_dir}: a PBT sweep: each member's hyperparameters changed while it "
                      "trained and its learner was copied from better members at exploits "
-                     "(hparams.csv, pbt.csv); the labels show its final hyperparameters")
+                     f"({names.HPARAMS}, {names.PBT}); the labels show its final hyperparameters")
     return groups, notes
 
 
@@ -197,7 +197,7 @@ def _read_static_sweep(sweep_dir: str, source: str) -> tuple[list[Group], list[s
         try:
             inner, more = read_run(path, source)
         except UsageError as e:
-            if "holds no eval.json" not in str(e):
+            if f"holds no {names.EVAL}" not in str(e):
                 raise
             empty.append(name)  # a group not started yet
             continue
@@ -236,8 +236,8 @@ def no_scores(run_dir: str) -> str:
                else "not a run")
         return (f"'{run_dir}' holds run directories ({why}); pass the runs to report: "
                 f"jaxppo report {shown}{more}")
-    return (f"'{run_dir}' holds no eval.json, summary.json or metrics.csv; is it a jaxppo run "
-            "directory?")
+    return (f"'{run_dir}' holds no {names.EVAL}, {names.SUMMARY} or {names.METRICS}; is it a "
+            "jaxppo run directory?")
 
 
 def _env_id(rd: RunDir, summary: dict | None) -> str:
@@ -246,7 +246,7 @@ def _env_id(rd: RunDir, summary: dict | None) -> str:
     if env_id is None and summary is not None:
         env_id = summary.get("env_id")
     if not isinstance(env_id, str):
-        raise UsageError(f"'{rd.path}' has no readable config.yaml or summary.json naming its "
+        raise UsageError(f"'{rd.path}' has no readable {names.CONFIG} or {names.SUMMARY} naming its "
                          "env; is it a jaxppo run directory?")
     return env_id
 

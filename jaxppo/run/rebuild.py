@@ -60,7 +60,7 @@ def rebuild(exp, write: bool = True) -> RunResult:
         try:
             write_curve(info, result.summary.get("threshold"), result.summary.get("settings"))
         except UsageError as e:
-            exp.note(f"curve.png not rebuilt: {e}")
+            exp.note(f"{names.CURVE} not rebuilt: {e}")
     result.rebuilt = [n for n in missing if os.path.exists(os.path.join(run_dir, n))]
     result.notes = exp.notes
     return result

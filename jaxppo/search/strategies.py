@@ -24,6 +24,7 @@ from jaxppo.envs.registry import host_source_of
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller
 from jaxppo.run.memory import check_memory, check_run_count
+from jaxppo.rundir import names
 from jaxppo.rundir.record import RunRecord
 from jaxppo.search.halving import HalvingController, halving_search
 from jaxppo.search.pbt import DEFAULT_INTERVAL, DEFAULT_QUANTILE, PBTController, pbt_search
@@ -143,8 +144,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
                                                f"exploit/explore every {record['interval']} "
                                                "updates",
              closing=lambda summary: [
-                 f"PBT: {summary['pbt']['exploits']} exploits (pbt.csv); each member's "
-                 "hyperparameters over time in hparams.csv; the settings above are the final "
+                 f"PBT: {summary['pbt']['exploits']} exploits ({names.PBT}); each member's "
+                 f"hyperparameters over time in {names.HPARAMS}; the settings above are the final "
                  "ones"] if "pbt" in summary else []),
 )}
 

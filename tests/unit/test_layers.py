@@ -5,6 +5,7 @@ module outside jaxppo/rundir/ names a run directory's file."""
 
 import ast
 import pathlib
+import re
 
 import pytest
 from conftest import ROOT
@@ -107,21 +108,37 @@ def _strings(tree):
             and isinstance(n.value, str) and id(n) not in docs]
 
 
+FILE_NAME = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, run_dir_names.FILES))
+                       + r")(?![\w])")
+
+
+def _naming(strings):
+    """The strings that name a file of the run directory as a word: the whole string, a path
+    ending in one, or a message that mentions one (each must come from its constant)."""
+    return [s for s in strings if FILE_NAME.search(s)]
+
+
 def test_only_rundir_names_run_directory_files():
     """A file of the run directory is named by its constant (`jaxppo.rundir.names`) outside
-    the layer that owns the formats: a string that is such a name, or a path ending in one."""
-    named = set(run_dir_names.FILES)
+    the layer that owns the formats: in a string that is such a name, a path ending in one,
+    and a message or help text that mentions one (f-strings' literal parts included)."""
     found = sorted({(name, s) for name, _, tree in modules()
                     if not name.startswith("jaxppo.rundir")
-                    for s in _strings(tree) if s.replace("\\", "/").split("/")[-1] in named})
+                    for s in _naming(_strings(tree))})
     assert not found, found
 
 
 def test_the_name_check_sees_a_literal():
-    """The check above finds a name written as data, and not one in a docstring."""
-    tree = ast.parse('"""metrics.csv in prose"""\nx = "summary.json"\ny = "a/eval.json"\n')
-    assert _strings(tree) == ["summary.json", "a/eval.json"]
-
+    """The check above finds a name written as data, as a path, or inside a message (a plain
+    string or an f-string's text), and not one in a docstring (which may say why)."""
+    tree = ast.parse('"""metrics.csv in prose"""\n'
+                     'def f(run):\n    """Reads summary.json."""\n'
+                     '    x = "summary.json"\n    y = "a/eval.json"\n'
+                     '    z = "no metrics.csv, so no curve"\n'
+                     '    w = f"{run}: eval.json was played"\n'
+                     '    v = "my_metrics.csv or metrics.csvx or run.eval.json"\n')
+    assert _naming(_strings(tree)) == ["summary.json", "a/eval.json", "no metrics.csv, so no curve",
+                                       ": eval.json was played"]
 
 
 def test_readers_of_a_run_directory_import_nothing_from_search():
