@@ -98,7 +98,7 @@ def _env_id(run_dir: str) -> str:
 def _eval(args, done: dict) -> int:
     if is_static_sweep(args.run_dir):
         first = sorted(d for d in os.listdir(args.run_dir)
-                       if os.path.isdir(os.path.join(args.run_dir, d, "checkpoint")))
+                       if os.path.isdir(os.path.join(args.run_dir, d, names.CHECKPOINT_DIR)))
         which = (f"evaluate one: jaxppo eval {os.path.join(args.run_dir, first[0])}" if first
                  else "none has a checkpoint yet: continue the sweep first, with jaxppo sweep "
                       f"--resume {args.run_dir}")

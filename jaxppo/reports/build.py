@@ -201,7 +201,7 @@ def report(run_dirs: Sequence[str | os.PathLike] | str | os.PathLike,
                   if g.setting is not None else g for g in groups]
     check_normalize([g.env_id for g in groups], normalize)
     out = os.fspath(out) if out is not None else (
-        os.path.join(run_dirs[0], "report") if len(run_dirs) == 1 else os.path.join(
+        os.path.join(run_dirs[0], names.REPORT_DIR) if len(run_dirs) == 1 else os.path.join(
             os.path.dirname(os.path.normpath(run_dirs[0])), f"report__{time.strftime('%Y%m%d-%H%M%S')}"))
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out '{out}' is a file; pass a directory")

@@ -226,7 +226,7 @@ class Experiment:
     def run_names(self) -> list[str]:
         """`labels.run_names` (PBT's by agent); a resumed run keeps its `tb/` folders' names."""
         older = run_names(self.num_runs, self.settings, self.seeds)
-        tb = None if self._resume is None else os.path.join(self._resume.run_dir, "tb")
+        tb = None if self._resume is None else os.path.join(self._resume.run_dir, names.TB_DIR)
         if tb is not None and all(os.path.isdir(os.path.join(tb, n)) for n in older):
             return older  # older jaxppo named PBT members by their first setting
         return run_names(self.num_runs, self.settings, self.seeds,
@@ -357,7 +357,7 @@ class Experiment:
             # Only a run dir in which nothing ran goes (no orphan after Ctrl-C while compiling);
             # once a chunk has run, its logs (and any checkpoint) are the run's and are kept.
             ran = self._loop is not None and self._loop.ran
-            if fresh and not ran and not os.path.exists(os.path.join(run_dir, "checkpoint")):
+            if fresh and not ran and not os.path.exists(os.path.join(run_dir, names.CHECKPOINT_DIR)):
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
         finally:

@@ -213,7 +213,7 @@ class StaticSweep:
     def experiment(self, group: Group) -> Experiment:
         """The group's `Experiment`: resumed from its checkpoint, or a new one."""
         path = self.group_dir(group)
-        if path is not None and os.path.isdir(os.path.join(path, "checkpoint")):
+        if path is not None and os.path.isdir(os.path.join(path, names.CHECKPOINT_DIR)):
             return Experiment.from_checkpoint(path, **self.kwargs, **self.resume_kwargs)
         if path is not None and os.path.lexists(path):  # killed before its first checkpoint
             aside = free_name(path + ".unfinished")

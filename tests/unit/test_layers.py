@@ -141,6 +141,31 @@ def test_the_name_check_sees_a_literal():
                                        ": eval.json was played"]
 
 
+FOLDERS = {run_dir_names.CHECKPOINT_DIR, run_dir_names.TB_DIR, run_dir_names.EXPORT_DIR,
+           run_dir_names.REPORT_DIR}
+"""The run directory's folders: common words ("checkpoint", "report"), so they are looked for
+where a path is built (`os.path.join`'s arguments, and a tuple of path parts)."""
+
+
+def _joined_folders(tree):
+    """The string constants naming a run-directory folder as a path part."""
+    found = []
+    for node in ast.walk(tree):
+        parts = (node.args if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                 and node.func.attr == "join" else node.elts if isinstance(node, ast.Tuple)
+                 else ())
+        found += [p.value for p in parts if isinstance(p, ast.Constant) and p.value in FOLDERS]
+    return found
+
+
+def test_only_rundir_builds_paths_to_run_directory_folders():
+    found = sorted({(name, s) for name, _, tree in modules()
+                    if not name.startswith("jaxppo.rundir") for s in _joined_folders(tree)})
+    assert not found, found
+    assert _joined_folders(ast.parse('os.path.join(run, "checkpoint")\nfor p in ("tb", x): 0\n'
+                                     'kwargs.pop("checkpoint")\n')) == ["checkpoint", "tb"]
+
+
 def test_readers_of_a_run_directory_import_nothing_from_search():
     """Readers of a run directory (policy/, reports/, `jaxppo eval`) go through
     `jaxppo.rundir` (the record's ledger), never a search's controller."""

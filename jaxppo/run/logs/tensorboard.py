@@ -20,6 +20,7 @@ import time
 from jaxppo.core.metrics import ENV_METRIC_PREFIX, EPISODE_METRICS, TB_TAGS
 from jaxppo.run.events import ChunkEvent, RunInfo
 from jaxppo.run.logs.background import BackgroundWriter
+from jaxppo.rundir import names
 
 
 def import_tensorboardx():
@@ -62,7 +63,7 @@ class EventFile:
         folder = self.run_dir
         if not os.path.isdir(folder):
             raise FileNotFoundError(errno.ENOENT, "the run directory was deleted", folder)
-        for part in ("tb", self.name):
+        for part in (names.TB_DIR, self.name):
             folder = os.path.join(folder, part)
             try:
                 os.mkdir(folder)
