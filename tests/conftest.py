@@ -267,6 +267,13 @@ def tiny_stopped_run(logdir, update: int, total_timesteps: int = 384) -> str:
 
 
 @pytest.fixture(scope="session")
+def stopped_run(tmp_path_factory):
+    """A run stopped at update 12 of 24 (resumable), to damage in copies (never written to:
+    each test that damages it copies it first)."""
+    return tiny_stopped_run(tmp_path_factory.mktemp("stopped"), 12, total_timesteps=1536)
+
+
+@pytest.fixture(scope="session")
 def tiny_config():
     """A CartPole run small enough to compile and run in a few seconds on 2 cores."""
     return PPOConfig(env_id="CartPole-v1", total_timesteps=4 * 16 * 6, num_envs=4, num_steps=16,

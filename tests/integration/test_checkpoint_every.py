@@ -8,7 +8,7 @@ import time
 
 import gymnasium
 import pytest
-from test_faults import CARTPOLE, LONG, LONG_UPDATES, child, cli, one_line
+from faults_setup import CARTPOLE, LONG, LONG_UPDATES, child, cli, one_line
 from test_host_env import Walk
 
 from jaxppo import Experiment, PPOConfig, load_checkpoint

@@ -9,7 +9,7 @@ import shutil
 import msgpack
 import pytest
 from conftest import stop_run_at
-from test_faults import cli, one_line
+from faults_setup import cli, one_line
 
 from jaxppo import PPOConfig, load_checkpoint
 from jaxppo._xla import setup_compilation_cache

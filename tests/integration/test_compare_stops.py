@@ -8,7 +8,7 @@ import json
 import subprocess
 
 import pytest
-from test_faults import CARTPOLE, cli
+from faults_setup import CARTPOLE, cli
 
 import jaxppo.compare.compare as cmp
 

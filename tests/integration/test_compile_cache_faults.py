@@ -3,14 +3,16 @@ warnings per program (16 lines a run): a cache that cannot be written (a full or
 disk) and an entry that cannot be read (a directory); an entry jaxppo did not write is
 never handed to XLA (issue #54, item 8)."""
 
+import hashlib
 import os
 import subprocess
 import sys
 
 import pytest
-from test_faults import CARTPOLE, ROOT, TINY
+from conftest import ROOT
+from faults_setup import CARTPOLE, TINY
 
-from jaxppo._xla import _jax_cache
+from jaxppo._xla import ZSTD_MAGIC, _jax_cache, _jax_lru, setup_compilation_cache, take_damaged_cache_entries
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -81,3 +83,57 @@ def test_an_entry_jaxppo_did_not_write_is_never_run(tmp_path):
     assert "had no digest jaxppo wrote" in notes[0] and "removed unrun" in notes[0]
     assert not [x for x in err if "Error reading" in x], err
     assert "compile cache" not in " ".join(train(tmp_path, cache, "third"))  # whole again
+
+
+def test_a_cut_short_compile_cache_entry_is_removed_and_written_again(tmp_path):
+    """JAX writes a compile-cache entry in place and never rewrites a key whose file exists:
+    an entry cut short (kill -9 while it was written, a full disk) failed to read in every
+    later run, with JAX's warning per program and a compile each time. Now it is removed and
+    compiled again, in one note, and the entries are whole for the next run."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAXPPO_CACHE_DIR": str(cache)}
+
+    def train(name):
+        p = subprocess.run([sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE,
+                            *TINY, "--logdir", str(tmp_path), "--run-name", name,
+                            "--no-progress"], capture_output=True, text=True, cwd=ROOT, env=env,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stderr
+
+    assert "compile cache" not in train("first")
+    entries = sorted(cache.glob("*-cache"))
+    assert entries
+    for f in entries:
+        f.write_bytes(f.read_bytes()[:f.stat().st_size // 2])
+    err = train("second")
+    assert "Error reading persistent compilation cache" not in err, err[-2000:]
+    assert [line for line in err.splitlines() if "compile cache" in line] == [
+        f"jaxppo train: note: {len(entries)} entries of the compile cache {cache} could not be "
+        "read (cut short by a kill or a full disk, or still being written by another process): "
+        "removed, and compiled again"]
+    for f in entries:
+        _jax_cache.decompress_executable(f.read_bytes())  # whole again: raises on a cut stream
+
+
+def test_only_a_cut_entry_of_this_jaxs_codec_is_removed_from_the_compile_cache(tmp_path):
+    """An entry of another codec is another JAX's in a shared cache (on Python 3.14 JAX
+    compresses with zstd under a key that says zlib) and is left to JAX; one of this JAX's
+    codec cut short, or empty, is removed and reads as a miss."""
+    setup_compilation_cache()
+    cache = _jax_lru.LRUCache(str(tmp_path), max_size=-1)
+    whole = _jax_cache.compress_executable(b"an executable" * 100)
+    zstd = whole[:4] == ZSTD_MAGIC
+    other = (b"\x78\x9c" if zstd else ZSTD_MAGIC) + b"\x01" * 40  # the other codec's header
+    entries = {"whole": whole, "cut": whole[:len(whole) // 2], "empty": b"", "other": other}
+    for key, value in entries.items():
+        (tmp_path / f"{key}-cache").write_bytes(value)
+    # the digest jaxppo writes beside its own entries (an entry without one is never run)
+    (tmp_path / "whole-cache.jaxppo-sha256").write_text(hashlib.sha256(whole).hexdigest())
+    take_damaged_cache_entries()
+    got = {key: cache.get(key) for key in entries}
+    assert got == {"whole": whole, "cut": None, "empty": None, "other": other}
+    assert sorted(os.listdir(tmp_path)) == ["other-cache", "whole-cache",
+                                            "whole-cache.jaxppo-sha256"]
+    assert sorted(map(os.path.basename, take_damaged_cache_entries())) == ["cut-cache",
+                                                                          "empty-cache"]

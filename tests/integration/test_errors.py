@@ -171,7 +171,7 @@ def _damaged_copy(src: str, dst: str, damage: str) -> str:
         outer = msgpack.unpackb(data, raw=False)
         outer["header"]["config"].update(damage)
         # Re-signed, as a checkpoint of another config would be (an edit alone fails the
-        # checksum, which covers the header: tests/integration/test_faults.py).
+        # checksum, which covers the header: tests/integration/test_faults_rundir.py).
         outer["header"]["sha256"] = _digest(outer["header"], outer["payload"])
         data = msgpack.packb(outer, use_bin_type=True)
     open(path, "wb").write(data)

@@ -6,7 +6,7 @@ import os
 
 import gymnasium
 import pytest
-from test_faults import CARTPOLE, TINY, cli, one_line
+from faults_setup import CARTPOLE, TINY, cli, one_line
 from test_host_env import Walk
 
 import jaxppo.rundir.checkpoint as checkpoint

@@ -9,7 +9,7 @@ import gymnasium
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_faults import cli
+from faults_setup import cli
 from test_host_env import Walk
 
 from jaxppo import Experiment, PPOConfig, load_checkpoint

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 from conftest import tiny_stopped_run
-from test_faults import cli, one_line
+from faults_setup import cli, one_line
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 

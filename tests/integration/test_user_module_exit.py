@@ -5,7 +5,7 @@ end train, eval, compare and resume silently with its own status (issue #54, ite
 
 import gymnasium
 import pytest
-from test_faults import CARTPOLE, TINY, cli, one_line
+from faults_setup import CARTPOLE, TINY, cli, one_line
 from test_host_env import Walk
 
 from jaxppo import Experiment, PPOConfig
