@@ -9,13 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from faults_setup import (
-    CARTPOLE,
-    TINY,
-    cli,
-    copy_of,
-    one_line,
-)
+from faults_setup import CARTPOLE, TINY, cli, copy_of, one_line
 
 import jaxppo
 from jaxppo import Experiment, load_checkpoint

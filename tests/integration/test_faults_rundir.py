@@ -8,14 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from faults_setup import (
-    CARTPOLE,
-    TINY,
-    cli,
-    copy_of,
-    edit_header,
-    one_line,
-)
+from faults_setup import CARTPOLE, TINY, cli, copy_of, edit_header, one_line
 
 from jaxppo import Experiment, PPOConfig, load_checkpoint
 from jaxppo.cli import main
