@@ -65,7 +65,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_logs(tmp_path, long_whole):
         pytest.skip("the run finished before the kill")
     # Rows past the checkpoint, as a kill usually leaves (cut back by the resume). A kill that
     # lands between a save and the next chunk's rows leaves none: rare, and the run must still
-    # resume to the uninterrupted logs (tests/integration/test_faults_logs.py's damaged-log tests cut back too).
+    # resume to the uninterrupted logs (test_faults_logs.py's damaged-log tests cut back too).
     assert read_metrics_csv(run)["update"].max() >= saved
     assert main(["train", "--resume", run, "--no-progress"]) == 0
     a, b = read_metrics_csv(long_whole), read_metrics_csv(run)
