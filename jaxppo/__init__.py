@@ -40,10 +40,12 @@ from jaxppo.run.logs.wandb import WandbLogger  # noqa: E402
 from jaxppo.run.memory import MemoryEstimate, estimate_memory  # noqa: E402
 from jaxppo.run.placement import MeshPlacement, ShardedTrain, make_sharded_train  # noqa: E402
 from jaxppo.rundir.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
+from jaxppo.rundir.reader import AgentStatus, RunDir  # noqa: E402
 from jaxppo.search import SweepResult  # noqa: E402
 from jaxppo.search.sweep import resume_sweep, sweep  # noqa: E402
 
 __all__ = [
+    "AgentStatus",
     "Callback",
     "Checkpoint",
     "CheckpointError",
@@ -62,6 +64,7 @@ __all__ = [
     "ProgramProfile",
     "Progress",
     "Report",
+    "RunDir",
     "RunInfo",
     "RunResult",
     "ShardedTrain",

@@ -36,10 +36,16 @@ class AgentStatus(NamedTuple):
 
 
 class RunDir:
-    """The run directory at `path` (the directory, its `checkpoint/` folder or the file).
+    """A run directory, read through its files' format modules, each file once, when first
+    asked: what `jaxppo eval`, `jaxppo report` and `load_policy` read.
 
-    A file that is not there reads as None; a checkpoint that is there but damaged raises its
+    A file that is not there reads as None (a path that holds no run reads as empty: `config`
+    and `record` None, `status()` []); a checkpoint that is there but damaged raises its
     one-line `CheckpointError` when the record is first asked for.
+
+    Args:
+        path: the run directory (what `jaxppo train` or a sweep's group wrote), its
+            `checkpoint/` folder or the checkpoint file.
     """
 
     def __init__(self, path: str | os.PathLike):
