@@ -15,6 +15,7 @@ import time
 
 INTERVAL_S = 0.25
 GRACE_S = 3.0
+SETTLE_S = 1.0
 
 
 def children(pid: int) -> list[int]:
@@ -80,21 +81,31 @@ def _started(pid: int) -> str | None:
     return None if not fields or fields[0] == "Z" else fields[19]
 
 
-def end_leftovers(members: dict[int, str], grace_s: float = GRACE_S) -> list[int]:
-    """End the processes of `members` (pid: start time) still alive: SIGTERM, then SIGKILL
-    those alive after `grace_s`. Returns the pids that were still alive."""
-    alive = [pid for pid, t in members.items() if _started(pid) == t]
+def _wait_gone(pids: list[int], members: dict[int, str], seconds: float) -> list[int]:
+    """Those of `pids` still alive after up to `seconds`."""
+    end = time.monotonic() + seconds
+    while True:
+        alive = [p for p in pids if _started(p) == members[p]]
+        if not alive or time.monotonic() >= end:
+            return alive
+        time.sleep(0.05)
+
+
+def end_leftovers(members: dict[int, str], grace_s: float = GRACE_S,
+                  settle_s: float = SETTLE_S) -> list[int]:
+    """End the processes of `members` (pid: start time) still alive once `settle_s` has let
+    those already on their way out go (an env worker that saw its parent's pipe close):
+    SIGTERM, then SIGKILL those alive after `grace_s`. Returns the pids that were ended."""
+    alive = _wait_gone(list(members), members, settle_s)
+    left = alive
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in alive:
+        for pid in left:
             try:
                 os.kill(pid, sig)
             except OSError:
                 pass
-        end = time.monotonic() + grace_s
-        while sig == signal.SIGTERM and time.monotonic() < end and any(
-                _started(p) == members[p] for p in alive):
-            time.sleep(0.05)
-        if not any(_started(p) == members[p] for p in alive):
+        left = _wait_gone(left, members, grace_s if sig == signal.SIGTERM else 0.0)
+        if not left:
             break
     return alive
 

@@ -79,3 +79,17 @@ def test_a_pid_reused_by_another_process_is_never_signalled():
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_worker_on_its_way_out_is_not_counted_as_left_behind():
+    """An env worker that ends itself as the run ends (it sees its parent's pipe close) is
+    neither ended nor reported: only one still alive after the settle time is."""
+    # ends 0.3 s after EOF (an env's teardown), well inside the settle time (1 s)
+    worker = "import sys, time; print('ready', flush=True); sys.stdin.read(); time.sleep(0.3)"
+    run = ("import subprocess, sys, time; "
+           f"p = subprocess.Popen([sys.executable, '-c', {worker!r}], stdin=subprocess.PIPE, "
+           "stdout=subprocess.PIPE, stderr=subprocess.DEVNULL); "
+           "p.stdout.readline(); time.sleep(3 * 0.25)")  # sampled; its exit closes the pipe
+    with Watch() as tree:
+        subprocess.run([sys.executable, "-c", run], capture_output=True, text=True)
+    assert tree.left_behind == [] and len(tree.members) == 2, tree.members
