@@ -37,7 +37,8 @@ class AgentStatus(NamedTuple):
 
 class RunDir:
     """A run directory, read through its files' format modules, each file once, when first
-    asked: what `jaxppo eval`, `jaxppo report` and `load_policy` read.
+    asked: as `jaxppo eval` and `jaxppo report` read it (`load_policy` and a resume, which load
+    the whole checkpoint anyway, read the same ledger from it).
 
     A file that is not there reads as None (a path that holds no run reads as empty: `config`
     and `record` None, `status()` []); a checkpoint that is there but damaged raises its
