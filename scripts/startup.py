@@ -5,7 +5,12 @@ line, and the CPU seconds a typo'd env id costs to answer (its one line is the c
 
 Each case is a fresh process, the cases interleaved, each figure the median of `--repeats`;
 CPU seconds are the child's user + system time (less sensitive to a busy machine than wall
-seconds), and the machine's load is printed beside them.
+seconds), and the machine's load is printed beside them. `warm`: the files jaxppo, JAX and
+Python read are in the OS's page cache (any command after the first); `cold`: the page cache
+dropped before the run (`--cold`; `/proc/sys/vm/drop_caches`, root only: a first command
+after a boot; it slows everything else on the machine for a while).
+
+    python scripts/startup.py --repeats 3 --cold
 """
 
 from __future__ import annotations
@@ -44,19 +49,44 @@ def one(argv: list[str]) -> tuple[float, float, str]:
     return first, cpu, line.strip()
 
 
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def drop_page_cache() -> bool:
+    """Empty the OS's page cache (a cold start); False where this process may not."""
+    try:
+        os.sync()
+        with open(DROP_CACHES, "w") as f:
+            f.write("3\n")
+    except OSError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--tmp", default="/tmp/jaxppo-startup-runs", help="the runs' --logdir")
+    p.add_argument("--cold", action="store_true",
+                   help="also the first case after dropping the OS's page cache (root only)")
     args = p.parse_args(argv)
-    got: dict[str, list[tuple[float, float, str]]] = {k: [] for k in CASES}
+    cold = args.cold and drop_page_cache()
+    runs = [(f"{name}, warm", case, False) for name, case in CASES.items()]
+    if cold:
+        first = next(iter(CASES))
+        runs.append((f"{first}, cold", CASES[first], True))
+    got: dict[str, list[tuple[float, float, str]]] = {name: [] for name, _, _ in runs}
     loads = []
     for _ in range(args.repeats):
-        for name, case in CASES.items():
+        for name, case, drop in runs:
+            if drop:
+                drop_page_cache()
             loads.append(os.getloadavg()[0])
             got[name].append(one([a.format(tmp=args.tmp) for a in case]))
     print(f"Machine: {describe()}; load (1-min average) {min(loads):.1f}-{max(loads):.1f}; "
           f"medians of {args.repeats}, interleaved")
+    if args.cold and not cold:
+        print("cold: not measured (the page cache can be dropped by root only)")
     print("\n| case | wall s to the first line | CPU s of the whole command | the line |")
     print("|---|---|---|---|")
     for name, rows in got.items():

@@ -161,5 +161,6 @@ def test_random_play_scores_whole_games():
 def test_startup_script_times_the_first_line_and_a_typo():
     """scripts/startup.py: both cases, their lines quoted (the typo's is its error)."""
     out = run("scripts/startup.py", "--repeats", "1")
-    assert "| train CartPole: first line |" in out and "`jaxppo: CartPole-v1 |" in out
+    assert "| train CartPole: first line, warm |" in out and "`jaxppo: CartPole-v1 |" in out
+    assert ", cold |" not in out  # the page cache is dropped only when asked (--cold)
     assert "`jaxppo train: error: config key 'env_id': unknown environment 'CartPoleX-v9'" in out
