@@ -54,10 +54,11 @@ def _field(path: str, names: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def sample(root: int) -> tuple[int, int, int] | None:
-    """(bytes, processes, threads) of the tree under `root` now; None where nothing is read."""
+def sample(pids: list[int]) -> tuple[int, int, int] | None:
+    """(bytes, processes, threads) of the processes `pids` (a tree: `tree(root)`) now; None
+    where nothing is read."""
     total = procs = threads = 0
-    for pid in tree(root):
+    for pid in pids:
         mem = _field(f"/proc/{pid}/smaps_rollup", ("Pss",)).get("Pss")
         status = _field(f"/proc/{pid}/status", ("VmRSS", "Threads"))
         kb = mem if mem is not None else status.get("VmRSS")
@@ -136,11 +137,11 @@ class Watch:
     def _loop(self) -> None:
         me = os.getpid()
         while not self._stop.wait(INTERVAL_S):
-            runs = [pid for pid in children(me) if pid not in self._before]
-            for pid in (p for run in runs for p in tree(run)):
+            trees = [tree(pid) for pid in children(me) if pid not in self._before]
+            for pid in (p for pids in trees for p in pids):  # walked once: members and sample
                 if pid not in self.members and (t := _started(pid)) is not None:
                     self.members[pid] = t
-            found = [sample(pid) for pid in runs]
+            found = [sample(pids) for pids in trees]
             found = [f for f in found if f is not None]
             if found:
                 self.samples.append(tuple(sum(f[i] for f in found) for i in range(3)))
