@@ -18,6 +18,7 @@ import os
 
 from jaxppo.rundir import names
 from jaxppo.rundir.metrics_csv import nonfinite_rows
+from jaxppo.rundir.record import is_int
 
 VERSION = 1
 """1: `updates`, `diverged`, `renewed` (R each). 0: no ledger in the record (derived)."""
@@ -46,8 +47,8 @@ class Ledger:
         cols = [d.get(k) for k in ("updates", "diverged", "renewed")]
         if not all(isinstance(c, list) and len(c) == num_runs for c in cols):
             return None
-        if not all(_is_int(u) for u in cols[0]) or not all(
-                u is None or _is_int(u) for c in cols[1:] for u in c):
+        if not all(is_int(u) for u in cols[0]) or not all(
+                u is None or is_int(u) for c in cols[1:] for u in c):
             return None
         return cls(*(tuple(c) for c in cols))
 
@@ -55,10 +56,6 @@ class Ledger:
     def diverged_runs(self) -> list[int]:
         """The agents whose divergence stands (each one's first since its last renewal)."""
         return [r for r, u in enumerate(self.diverged) if u is not None]
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def make_ledger(num_runs: int, update: int, run_updates=None, diverged: dict | None = None,
@@ -116,7 +113,7 @@ def _renewed(record, num_runs: int) -> list:
     """[R] a PBT record's last exploit per member (its saved controller state; -1, or a state
     from before it was kept: never)."""
     last = (record.controller or {}).get("last_exploit") if record.strategy == "pbt" else None
-    if not (isinstance(last, list) and len(last) == num_runs and all(map(_is_int, last))):
+    if not (isinstance(last, list) and len(last) == num_runs and all(map(is_int, last))):
         return [-1] * num_runs
     return last
 

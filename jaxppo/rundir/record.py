@@ -90,11 +90,13 @@ class RunRecord:
 _STATS_NUMBERS = ("update", "wall_s", "run_s", "steps_timed")
 
 
-def _is_int(x) -> bool:
+def is_int(x) -> bool:
+    """A whole number as JSON or msgpack gives it (a bool is not one)."""
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _is_number(x) -> bool:
+def is_number(x) -> bool:
+    """A number as JSON or msgpack gives it (a bool is not one)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -102,7 +104,7 @@ def _check_types(extra: dict) -> None:
     """Each field `from_extra` reads is of the type jaxppo writes, else a ValueError naming
     it: a traceback from deep inside a resume is no answer to an edited file."""
     wrong = []
-    if "seed" in extra and not (_is_int(extra["seed"]) and 0 <= extra["seed"] < 2**63):
+    if "seed" in extra and not (is_int(extra["seed"]) and 0 <= extra["seed"] < 2**63):
         wrong.append("seed")
     stats = extra.get("stats")
     if stats is not None:
@@ -110,20 +112,20 @@ def _check_types(extra: dict) -> None:
             wrong.append("stats")
         else:
             wrong += [f"stats.{k}" for k in _STATS_NUMBERS
-                      if k in stats and not (_is_number(stats[k]) and abs(stats[k]) < 2**63)]
+                      if k in stats and not (is_number(stats[k]) and abs(stats[k]) < 2**63)]
             wrong += [f"stats.{k}" for k in ("episodes", "final_return")
                       if k in stats and not (isinstance(stats[k], list) and all(
-                          x is None or _is_number(x) for x in stats[k]))]
+                          x is None or is_number(x) for x in stats[k]))]
     for key in ("env", "search", "controller", "ledger"):
         if extra.get(key) is not None and not isinstance(extra[key], dict):
             wrong.append(key)
     settings = extra.get("settings")
     if settings is not None and not (isinstance(settings, list) and all(
-            isinstance(s, dict) and all(_is_number(v) for v in s.values()) for s in settings)):
+            isinstance(s, dict) and all(is_number(v) for v in s.values()) for s in settings)):
         wrong.append("settings")
     gaps = extra.get("log_gaps", [])
     if not (isinstance(gaps, list) and all(
-            isinstance(g, list) and len(g) in (2, 3) and all(_is_int(x) for x in g)
+            isinstance(g, list) and len(g) in (2, 3) and all(is_int(x) for x in g)
             for g in gaps)):
         wrong.append("log_gaps")
     if wrong:

@@ -11,6 +11,7 @@ from typing import Any
 
 from jaxppo.rundir import names
 from jaxppo.rundir.files import write_atomic
+from jaxppo.rundir.record import is_int, is_number
 
 FILE = names.SUMMARY
 VERSION = 1
@@ -18,14 +19,6 @@ VERSION = 1
 
 REQUIRED = ("env_id", "num_runs", "status", "final_return", "env_steps")
 """The keys without which a finished run's summary.json is rebuilt from its checkpoint."""
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def summary_problem(path: str, settings=None, num_runs: int | None = None,
@@ -47,20 +40,20 @@ def summary_problem(path: str, settings=None, num_runs: int | None = None,
     if status not in ("finished", "diverged") or (summary.get("finished") is False
                                                   and status == "finished"):
         return "it says the run did not finish"
-    if not _is_int(runs) or runs < 1 or (num_runs is not None and runs != num_runs):
+    if not is_int(runs) or runs < 1 or (num_runs is not None and runs != num_runs):
         return f"its num_runs is {runs!r}, not the checkpoint's {num_runs or 'count'}"
     returns = summary["final_return"]
     if (not isinstance(returns, list) or len(returns) != runs
-            or not all(r is None or _is_number(r) for r in returns)):
+            or not all(r is None or is_number(r) for r in returns)):
         return f"its final_return is not one number (or null) for each of its {runs} runs"
     steps = summary["env_steps"]
-    if not _is_int(steps) or steps < 0 or (env_steps is not None and steps != env_steps):
+    if not is_int(steps) or steps < 0 or (env_steps is not None and steps != env_steps):
         return f"its env_steps is {steps!r}, not the run's {env_steps or 'count'}"
     diverged = summary.get("diverged_runs", [])
-    if not isinstance(diverged, list) or not all(_is_int(r) and 0 <= r < runs
+    if not isinstance(diverged, list) or not all(is_int(r) and 0 <= r < runs
                                                  for r in diverged):
         return "its diverged_runs is not a list of its runs"
-    if not all(summary.get(k) is None or _is_number(summary[k])
+    if not all(summary.get(k) is None or is_number(summary[k])
                for k in ("wall_s", "compile_s")):
         return "its wall_s or compile_s is not a number"
     return ""
