@@ -9,7 +9,8 @@ Sections: `seeds` (SPS and compile time vs vmapped seeds), `envs` (SPS vs num_en
 `split` (one update: rollout vs learning), `logging` (live progress in chunks vs one scan),
 `dtype` (bf16 vs f32), `memory` (peak host RSS vs rollout size and vs number of updates),
 `resets` (costly resets: 4 vmapped seeds x 16 envs vs one agent of 64 envs, `reset: cond` vs
-`optimistic`, on Craftax-Classic and Brax; not in the default set: it needs those suites),
+`optimistic`, on Craftax-Classic and Brax; not in the default set: it needs those suites;
+`scripts/benchmark_resets.py` has more of it),
 `purejaxrl` (jaxppo's `make_train` against PureJaxRL's `ppo.py` on the same config, each run in a
 fresh process, the two interleaved; not in the default set: it needs a PureJaxRL checkout),
 `host` (a host env: the io_callback bridge's rollout inside the compiled program vs a
@@ -45,6 +46,7 @@ from jaxppo.machine import describe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kernels  # noqa: E402  (scripts/, beside this file)
 from benchmark_host import bench_host, table  # noqa: E402
+from benchmark_resets import RESET_CONFIGS, bench_resets  # noqa: E402
 from purejaxrl_side import load_purejaxrl, purejaxrl_config  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -152,52 +154,6 @@ def bench_dtype(cfg: PPOConfig, repeats: int) -> str:
         rows.append([dtype, f"{comp:.2f}", f"{r:.2f}", f"{c.env_steps / r:,.0f}"])
     return table(f"Network compute dtype ({cfg.env_id}, hidden {list(cfg.hidden_sizes)})",
                  ["compute_dtype", "compile s", "run s", "SPS"], rows)
-
-
-RESET_CONFIGS = ("craftax_classic_symbolic.yaml", "brax_inverted_double_pendulum.yaml")
-
-
-def bench_resets(config_names: list[str], updates: int, repeats: int, seeds: int = 4,
-                 envs_per_seed: int = 16, num_steps: int | None = None,
-                 modes: tuple[str, ...] = ("cond", "optimistic"),
-                 overrides: dict | None = None) -> str:
-    """The same env steps as `seeds` vmapped agents of `envs_per_seed` envs and as one agent of
-    `seeds * envs_per_seed` envs, under `reset: cond` and `reset: optimistic`; the programs are
-    compiled first, then run in turn (interleaved, so a busy machine slows all alike), and each
-    figure is the median of `repeats`."""
-    rows = []
-    for name in config_names:
-        base = load_config(os.path.join(ROOT, "configs", name), overrides)
-        steps = num_steps or base.num_steps
-        programs = {}
-        for mode in modes:
-            for runs, n in ((seeds, envs_per_seed), (1, seeds * envs_per_seed)):
-                c = dataclasses.replace(base, reset=mode, num_envs=n, num_steps=steps,
-                                        num_minibatches=4,
-                                        total_timesteps=updates * n * steps)
-                train = make_train(c)
-                keys = jax.random.split(jax.random.key(0), runs)
-                t0 = time.perf_counter()
-                compiled = jax.jit(jax.vmap(train)).lower(keys).compile(
-                    compiler_options=compiler_options(jax.default_backend()))
-                programs[(mode, runs, n)] = (compiled, keys, time.perf_counter() - t0,
-                                             runs * c.env_steps, train.env.reset_batch)
-                print(f"# {base.env_id} reset={mode} {runs} x {n}: compiled in "
-                      f"{programs[(mode, runs, n)][2]:.0f} s", file=sys.stderr, flush=True)
-        times: dict = {k: [] for k in programs}
-        for _ in range(repeats):
-            for k, (compiled, keys, *_rest) in programs.items():
-                t0 = time.perf_counter()
-                jax.block_until_ready(compiled(keys))
-                times[k].append(time.perf_counter() - t0)
-        for (mode, runs, n), (_, _, comp, total, k) in programs.items():
-            run_s = float(np.median(times[(mode, runs, n)]))
-            rows.append([base.env_id, mode, k if mode == "optimistic" else "-",
-                         f"{runs} x {n}", f"{comp:.1f}", f"{run_s:.2f}", f"{total / run_s:,.0f}"])
-    return table(f"Costly resets: vmapped seeds vs one agent, same env steps ({updates} updates, "
-                 f"median of {repeats}, interleaved)",
-                 ["env", "reset", "reset_batch", "seeds x envs", "compile s", "run s", "SPS"],
-                 rows)
 
 
 ONE_SEED_FORM, SEEDS_FORM = "jit(train)(key)", "jit(vmap(train))(keys)"
@@ -340,6 +296,8 @@ def main() -> None:
                    help="resets section: override a key of each config")
     p.add_argument("--reset-steps", type=int, default=None,
                    help="num_steps for the resets section (default: each config's)")
+    p.add_argument("--reset-shapes", default="4x16", metavar="SxN,...",
+                   help="resets section: seeds x envs per agent, each against 1 x S*N")
     p.add_argument("--purejaxrl", default=None, metavar="PATH", help="a PureJaxRL checkout")
     p.add_argument("--pjr-seeds", default="1,32", help="seed counts for the purejaxrl section")
     p.add_argument("--pjr-systems", default=None,
@@ -384,7 +342,9 @@ def main() -> None:
                                        1 if args.quick else args.reset_updates, repeats,
                                        num_steps=8 if args.quick else args.reset_steps,
                                        modes=tuple(args.reset_modes.split(",")),
-                                       overrides=parse_overrides(args.reset_set)),
+                                       overrides=parse_overrides(args.reset_set),
+                                       shapes=[tuple(int(x) for x in sh.split("x"))
+                                               for sh in args.reset_shapes.split(",")]),
         "hlo": lambda: kernels.tables(args.config, args.purejaxrl),
         "purejaxrl": lambda: bench_purejaxrl(args.config, args.purejaxrl,
                                              [int(n) for n in args.pjr_seeds.split(",")],

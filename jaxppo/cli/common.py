@@ -97,7 +97,7 @@ class Header(Callback):
 
     def on_start(self, info: RunInfo) -> None:
         c = info.config
-        where = f" | {info.description}" if info.description else ""
+        where = "".join(f" | {x}" for x in (info.description, info.resets) if x)
         print(f"{self.what} | {c.env_steps:,} steps ({c.num_updates} updates of "
               f"{c.batch_size}){where} | run dir {info.run_dir}", flush=True)
 

@@ -126,6 +126,7 @@ class HostVecEnv:
     reset_mode = "host"  # episodes restart on the host, inside the source
     lazy_reset = True  # no reset states are drawn ahead
     reset_batch = 0
+    reset_note = ""  # the header line says nothing of resets: the host source does them
     masked = False
     metric_names: tuple[str, ...] = ()
     params = None

@@ -38,6 +38,7 @@ class ProbeParams(environment.EnvParams):
 
 class _Probe(environment.Environment):
     num_actions_ = 1
+    expensive_reset = False  # one number or two: `reset: auto` pre-draws them
     max_steps = 1000
 
     @property
@@ -145,6 +146,8 @@ class Memory(_Probe):
 
 class StatelessCartPole:
     """CartPole-v1 observing only cart position and pole angle (velocities hidden)."""
+
+    expensive_reset = False  # gymnax's CartPole reset
 
     def __init__(self):
         import gymnax

@@ -82,6 +82,8 @@ class EnvInfo:
     mask_from: str | None  # "method", "obs" or None
     truncates: bool  # has is_truncated
     metric_names: tuple[str, ...]
+    state: Any = None  # one env's state, abstract (what a step takes)
+    action_in: Any = None  # one env's action, abstract
 
 
 def _obs_reader(obs: Any, obs_field: str | None, label: str):
@@ -265,4 +267,5 @@ def inspect_env(env: Any, params: Any, label: str, obs_field: str | None = None)
         if not isinstance(metrics, dict) or any(_shape_of(v) != () for v in metrics.values()):
             raise ConfigError(f"{label}: episode_metrics must return a dict of scalars")
         metric_names = tuple(str(k) for k in metrics)
-    return EnvInfo(obs_shape, obs.dtype, read, spec, mask_from, truncates, metric_names)
+    return EnvInfo(obs_shape, obs.dtype, read, spec, mask_from, truncates, metric_names, state,
+                   action)

@@ -178,6 +178,18 @@ def source_of(env_id: str) -> JaxSuite | None:
     return next((m for p, m in SOURCES.items() if env_id.startswith(p)), None)
 
 
+def declared_reset_cost(env_id: str) -> bool | None:
+    """Whether the suite that builds `env_id` says its resets are costly (its optional
+    `EXPENSIVE_RESET`, set from measurement: `jaxppo/envs/resets.py`); None for an id of
+    yours (registered or importable), whose cost `reset: auto` estimates."""
+    source = source_of(env_id)
+    if source is not None:
+        return getattr(source, "EXPENSIVE_RESET", None)
+    if env_id in _local() or is_import_path(env_id) or env_id.startswith(CUSTOM_PREFIX):
+        return None
+    return getattr(GYMNAX, "EXPENSIVE_RESET", None)
+
+
 _SUITES = {**SOURCES, **HOST_SOURCES}
 
 

@@ -28,6 +28,19 @@ Fresh states stay correctly distributed: `reset_env` is a pure function of its k
 state drawn some steps early is the same draw as one drawn now, and which pooled state an env
 gets depends only on positions (who ended, what is filled), never on the states' contents.
 
+Which one `reset: auto` picks: `optimistic` for an env whose reset is costly, `predrawn` for
+the rest (`choose_reset`). Costly is what the env says (an `expensive_reset` attribute, set by
+the suites jaxppo adapts from their measured costs) or, where it says nothing (an env of your
+own), what XLA's cost model estimates from the lowered reset and step of one env: a reset
+that touches at least `COSTLY_RESET` times the bytes of a step. The estimate is static (nothing
+compiles or runs, nothing is timed), so a config picks the same mode, and trains the same, on
+every machine. The estimate counts bytes, not time, so it is rough: measured against the
+reset's time (`python scripts/benchmark_resets.py --only cost`, 64 envs; docs/design/costly-resets.md)
+it called Craftax's, Jumanji Maze's and RubiksCube's resets costly (8-25x a step's time) and
+gymnax's, MinAtar's, Navix's and XLand-MiniGrid's cheap (<= 3.5x), but also Jumanji TSP's
+(1.7x). Where it is wrong for your env, say so: `expensive_reset = True` (or False) on the
+class, or `reset:` in the config.
+
 Axis legend: N = num_envs, K = reset_batch.
 """
 
@@ -42,6 +55,57 @@ import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
 RESETS = ("auto", "predrawn", "cond", "optimistic")
+
+COSTLY_RESET = 12.0
+"""`reset: auto` resets an env lazily (`optimistic`) when XLA estimates its reset at this many
+of its steps or more (bytes accessed). Between the cheap grid worlds' estimates (<= 10.7x,
+XLand-MiniGrid's Playground) and Craftax's world generation (>= 15x); below it, pre-drawing
+T x N resets in one batched call costs less than the pool's per-step bookkeeping."""
+
+
+class ResetChoice(NamedTuple):
+    """The reset strategy in effect and why, as the run's header line states it."""
+
+    mode: str  # one of RESETS but "auto"
+    why: str  # "set in the config", "declared by the env", "estimated: ..."
+
+
+def reset_cost_ratio(env: Any, params: Any, state: Any, action: Any) -> float | None:
+    """XLA's estimate of one env's reset against one of its steps: the bytes each accesses,
+    read from the lowered programs (`state`, `action`: abstract values of one env). None where
+    XLA gives no estimate (a backend without a cost model, a program it cannot read)."""
+    key = jax.random.key(0)
+
+    def bytes_of(fn: Callable, *args: Any) -> float:
+        cost = jax.jit(fn).lower(*args).cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # older JAX: one per program
+        return float((cost or {}).get("bytes accessed", -1.0))
+
+    try:
+        reset = bytes_of(lambda k: env.reset_env(k, params), key)
+        step = bytes_of(lambda k, s, a: env.step_env(k, s, a, params), key, state, action)
+    except Exception:  # noqa: BLE001 - no estimate is an answer: the env is treated as cheap
+        return None
+    return reset / step if reset > 0 and step > 0 else None
+
+
+def choose_reset(reset: str, declared: bool | None, estimate: Callable[[], float | None],
+                 by: str = "the env") -> ResetChoice:
+    """What `reset` (the config's value) resolves to. `declared`: the word of `by` (the env,
+    or the suite that built it) on its reset's cost (None: it gives none); `estimate()`:
+    `reset_cost_ratio`, asked only when `reset` is `auto` and nothing is declared."""
+    if reset != "auto":
+        return ResetChoice(reset, "set in the config")
+    if declared is not None:
+        return ResetChoice("optimistic" if declared else "predrawn",
+                           f"{'costly' if declared else 'cheap'} reset, declared by {by}")
+    ratio = estimate()
+    if ratio is None:
+        return ResetChoice("predrawn", "no cost estimate from XLA: taken as cheap")
+    costly = ratio >= COSTLY_RESET
+    return ResetChoice("optimistic" if costly else "predrawn",
+                       f"{'costly' if costly else 'cheap'} reset, ~{ratio:.0f} steps by XLA's "
+                       "estimate")
 
 
 def default_reset_batch(num_envs: int) -> int:

@@ -21,8 +21,16 @@ import numpy as np
 
 from jaxppo.envs.host import HostVecEnv
 from jaxppo.envs.protocol import EnvInfo, inspect_env
-from jaxppo.envs.registry import host_source_of, make_env
-from jaxppo.envs.resets import RESETS, ResetPool, default_reset_batch, hand_out
+from jaxppo.envs.registry import declared_reset_cost, host_source_of, make_env
+from jaxppo.envs.resets import (
+    RESETS,
+    ResetChoice,
+    ResetPool,
+    choose_reset,
+    default_reset_batch,
+    hand_out,
+    reset_cost_ratio,
+)
 from jaxppo.envs.spaces import ActionSpec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError
@@ -162,6 +170,7 @@ class VecEnv:
                               f"environment; pass an instance (env={env.__qualname__}(...)), or "
                               f"name the class in the config: env_id: "
                               f"{env.__module__}:{env.__qualname__}")
+        built = env is None
         if env is None:
             env, params = make_env(env_id, env_kwargs)
             env_params = params if env_params is None else env_params
@@ -175,14 +184,18 @@ class VecEnv:
         self.info: EnvInfo = inspect_env(env, env_params, label, self.obs_field)
         if reset not in RESETS:
             raise ConfigError(f"config key 'reset': got {reset!r}; use one of {list(RESETS)}")
-        expensive = bool(getattr(env, "expensive_reset", False))
-        self.reset_mode = (("optimistic" if expensive else "predrawn") if reset == "auto"
-                           else reset)
+        declared, by = getattr(env, "expensive_reset", None), "the env"
+        if declared is None and built:  # an env a suite built: the suite's measured word
+            declared, by = declared_reset_cost(env_id), "its suite"
+        self.reset_choice: ResetChoice = choose_reset(
+            reset, None if declared is None else bool(declared),
+            lambda: reset_cost_ratio(env, env_params, self.info.state, self.info.action_in), by)
+        self.reset_mode = self.reset_choice.mode
         if strict and reset_batch is not None and self.reset_mode != "optimistic":
             raise ConfigError(f"config key 'reset_batch': set to {reset_batch}, but reset: "
-                              f"{reset} picks {self.reset_mode} for {env_id!r} (its resets are "
-                              "cheap), which draws no batch; remove reset_batch, or set reset: "
-                              "optimistic")
+                              f"{reset} picks {self.reset_mode} for {env_id!r} "
+                              f"({self.reset_choice.why}), which draws no batch; remove "
+                              "reset_batch, or set reset: optimistic")
         # the training's envs take reset_batch as written (the config holds it to num_envs);
         # an evaluation's or a policy's fewer envs take at most one each
         self.reset_batch = min(num_envs, reset_batch or default_reset_batch(num_envs))
@@ -207,6 +220,17 @@ class VecEnv:
         else:
             self.action_low = jnp.asarray(spec.low)
             self.action_high = jnp.asarray(spec.high)
+
+    @property
+    def reset_note(self) -> str:
+        """The reset strategy as the run's header line states it, e.g. `resets: optimistic,
+        8 per step (costly reset, declared by the env)`; "" for `predrawn` chosen by `auto`
+        (the default that needs no word)."""
+        mode, why = self.reset_choice
+        if mode == "predrawn" and why != "set in the config":
+            return ""
+        per_step = f", {self.reset_batch} per step" if mode == "optimistic" else ""
+        return f"resets: {mode}{per_step} ({why})"
 
     @property
     def lazy_reset(self) -> bool:

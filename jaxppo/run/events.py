@@ -63,6 +63,8 @@ class RunInfo:
       search: a random sweep's space, trials and seed (summary.json's `search`), else None.
       ragged: some runs stop before the end while others go on (a halving sweep's agents
         stop at their rung): their logs end early, and a curve of them is ragged.
+      resets: how ended episodes get new initial states, where it is not the default
+        (`VecEnv.reset_note`: `resets: optimistic, 8 per step (...)`), else "".
     """
 
     config: PPOConfig
@@ -78,6 +80,7 @@ class RunInfo:
     log_gaps: tuple = ()  # (first, last) or (first, last, run) ranges of updates
     search: dict | None = None
     ragged: bool = False
+    resets: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

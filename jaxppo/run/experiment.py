@@ -379,7 +379,7 @@ class Experiment:
                        self.settings, driver.chunk_updates, placement.description,
                        env=None if self.env is None else describe_env(self.env, self.env_params),
                        log_gaps=resume.log_gaps if resume else (), search=self.search,
-                       ragged=self.segmented)
+                       ragged=self.segmented, resets=placement.trainer.env.reset_note)
         callbacks = run_callbacks(self, run_dir is not None, main)
         loop = self._loop = RunLoop(self, info, self.initial_stats(), callbacks,
                                     time.perf_counter())

@@ -421,6 +421,12 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
     saved_envs = state.get("env", {}).get("env_state") if isinstance(state, dict) else None
     no_pool = (train.env.reset_mode == "optimistic" and isinstance(saved_envs, dict)
                and "pool" not in saved_envs)
+    if (train.env.reset_mode != "optimistic" and isinstance(saved_envs, dict)
+            and "pool" in saved_envs):  # `reset: auto` picked optimistic when it was written
+        # and predrawn now (the env's estimate or declaration changed): the pooled draws,
+        # never handed out, are dropped and the run goes on with the mode in effect
+        state = {**state, "env": {**state["env"], "env_state": {
+            k: v for k, v in saved_envs.items() if k != "pool"}}}
     if no_pool:  # written before `reset: optimistic` (its costly resets ran under a cond)
         template = _with_pool(template, None)
     runner = restore_into(template, state, checkpoint_path(path), label)

@@ -269,3 +269,37 @@ def test_the_memory_estimate_counts_the_configs_reset_batch():
     small = PPOConfig(env_id="test/CostlyReset-v0", num_envs=64, reset_batch=1)
     big = dataclasses.replace(small, reset_batch=64)
     assert estimate_memory(big).rollout > estimate_memory(small).rollout
+
+
+def test_the_header_line_states_the_reset_strategy(costly_config, capsys):
+    """Issue #50: the strategy `reset: auto` picks, and why, is in the run's first line."""
+    from jaxppo import Experiment
+    from jaxppo.cli.common import Header
+
+    Experiment(costly_config, logdir=None, progress=False,
+               callbacks=[Header("jaxppo: test", False)]).run()
+    first = capsys.readouterr().out.splitlines()[0]
+    assert " | resets: optimistic, 1 per step (costly reset, declared by the env) | " in first
+
+
+def test_a_pool_saved_under_optimistic_is_dropped_where_auto_now_picks_predrawn(
+        costly_config, tmp_path, monkeypatch):
+    """A run whose env was costly when saved (its state holds a pool) and is cheap now (the
+    declaration or XLA's estimate changed): it resumes under predrawn, no structure error."""
+    train = make_train(costly_config)
+    runner, _ = jax.jit(jax.vmap(lambda r: train.run(r, None, 1)))(
+        jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(7), 2)))
+    save_checkpoint(str(tmp_path), runner, costly_config, 1, 2)
+    from jaxppo.rundir.checkpoint import _restore_target  # keeps the templates it built
+
+    monkeypatch.setattr(CostlyReset, "expensive_reset", False)
+    _restore_target.cache_clear()
+    try:
+        ckpt = load_checkpoint(tmp_path)
+    finally:
+        _restore_target.cache_clear()
+    assert ckpt.runner_state.env.env_state.pool is None
+    now = make_train(ckpt.config)
+    assert now.env.reset_mode == "predrawn"
+    _, metrics = jax.jit(jax.vmap(lambda r: now.run(r, None, 2)))(ckpt.runner_state)
+    assert np.asarray(metrics["episodes"]).min() > 0

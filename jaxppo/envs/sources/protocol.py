@@ -55,6 +55,10 @@ class JaxSuite(Protocol):
                                     running returns) as a GIF, in place of the per-frame
                                     `env.render` hook (`jaxppo eval --gif`)
         write_html(env, states, path)   an episode as an interactive HTML viewer (`--html`)
+        EXPENSIVE_RESET: bool   whether its envs' resets are costly next to a step, from
+                                    measurement; `reset: auto` resets such envs lazily
+                                    (`jaxppo/envs/resets.py`); an env's own `expensive_reset`
+                                    attribute wins; neither: XLA's estimate decides
     """
 
     PREFIX: str
