@@ -86,8 +86,10 @@ class PPOConfig:
     the environment's own limit; None keeps the environment's (or its adapter's) own."""
     reset: str = "auto"
     """How an env whose episode ended gets its next initial state: `auto`, `predrawn`, `cond` or
-    `optimistic` (docs/explanation/resets.md). With `auto`, envs whose reset is costly (Brax, Playground,
-    Craftax) get `optimistic` and the rest `predrawn`. `predrawn` draws T x N reset states before
+    `optimistic` (docs/explanation/resets.md). With `auto`, envs whose reset is costly get
+    `optimistic` and the rest `predrawn`: costly as the env or its suite declares it (Brax,
+    Playground, Craftax), else as XLA estimates it (a reset of 12 steps or more); the run's
+    first line says which and why. `predrawn` draws T x N reset states before
     each rollout; `cond` resets all envs inside a `lax.cond` on steps where one ended, which a
     vmap over seeds turns into a reset on every step; `optimistic` draws `reset_batch` fresh
     states per step into a small pool, the same work vmapped or not."""

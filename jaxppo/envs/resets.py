@@ -54,6 +54,9 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
+from jaxppo.envs.registry import declared_reset_cost
+from jaxppo.errors import ConfigError
+
 RESETS = ("auto", "predrawn", "cond", "optimistic")
 
 COSTLY_RESET = 12.0
@@ -89,11 +92,23 @@ def reset_cost_ratio(env: Any, params: Any, state: Any, action: Any) -> float | 
     return reset / step if reset > 0 and step > 0 else None
 
 
-def choose_reset(reset: str, declared: bool | None, estimate: Callable[[], float | None],
-                 by: str = "the env") -> ResetChoice:
+def declared_reset(env: Any, env_id: str | None) -> tuple[bool | None, str]:
+    """The word on `env`'s reset cost and whose it is: its `expensive_reset` attribute, else
+    (for an env built from `env_id` by a suite) the suite's `EXPENSIVE_RESET`, else None."""
+    declared = getattr(env, "expensive_reset", None)
+    if declared is not None:
+        return bool(declared), "the env"
+    if env_id is not None and (suite := declared_reset_cost(env_id)) is not None:
+        return suite, "its suite"
+    return None, "the env"
+
+
+def choose_reset(reset: str, declared: bool | None, by: str,
+                 estimate: Callable[[], float | None]) -> ResetChoice:
     """What `reset` (the config's value) resolves to. `declared`: the word of `by` (the env,
-    or the suite that built it) on its reset's cost (None: it gives none); `estimate()`:
-    `reset_cost_ratio`, asked only when `reset` is `auto` and nothing is declared."""
+    or the suite that built it) on its reset's cost (None: none; `declared_reset`);
+    `estimate()`: `reset_cost_ratio`, asked only when `reset` is `auto` and nothing is
+    declared."""
     if reset != "auto":
         return ResetChoice(reset, "set in the config")
     if declared is not None:
@@ -106,6 +121,35 @@ def choose_reset(reset: str, declared: bool | None, estimate: Callable[[], float
     return ResetChoice("optimistic" if costly else "predrawn",
                        f"{'costly' if costly else 'cheap'} reset, ~{ratio:.0f} steps by XLA's "
                        "estimate")
+
+
+def resolve(reset: str, reset_batch: int | None, num_envs: int, env: Any, params: Any,
+            info: Any, *, env_id: str, built: bool, strict: bool) -> tuple[ResetChoice, int]:
+    """`VecEnv`'s reset strategy and K for `num_envs` envs of `env` (`info`: its `EnvInfo`;
+    `built`: made from `env_id` by a suite). `strict` (a training run) refuses a
+    `reset_batch` the resolved strategy would ignore; the training's envs take it as written
+    (the config holds it to num_envs), an evaluation's or a policy's fewer take at most one
+    each."""
+    if reset not in RESETS:
+        raise ConfigError(f"config key 'reset': got {reset!r}; use one of {list(RESETS)}")
+    choice = choose_reset(reset, *declared_reset(env, env_id if built else None),
+                          lambda: reset_cost_ratio(env, params, info.state, info.action_in))
+    if strict and reset_batch is not None and choice.mode != "optimistic":
+        raise ConfigError(f"config key 'reset_batch': set to {reset_batch}, but reset: {reset} "
+                          f"picks {choice.mode} for {env_id!r} ({choice.why}), which draws no "
+                          "batch; remove reset_batch, or set reset: optimistic")
+    return choice, min(num_envs, reset_batch or default_reset_batch(num_envs))
+
+
+def note(choice: ResetChoice, reset_batch: int) -> str:
+    """The choice as the run's header line states it, e.g. `resets: optimistic, 8 per step
+    (costly reset, declared by the env)`; "" for `predrawn` picked by `auto`, the default that
+    needs no word."""
+    mode, why = choice
+    if mode == "predrawn" and why != "set in the config":
+        return ""
+    per_step = f", {reset_batch} per step" if mode == "optimistic" else ""
+    return f"resets: {mode}{per_step} ({why})"
 
 
 def default_reset_batch(num_envs: int) -> int:

@@ -19,18 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import jaxppo.envs.resets as resets
 from jaxppo.envs.host import HostVecEnv
 from jaxppo.envs.protocol import EnvInfo, inspect_env
-from jaxppo.envs.registry import declared_reset_cost, host_source_of, make_env
-from jaxppo.envs.resets import (
-    RESETS,
-    ResetChoice,
-    ResetPool,
-    choose_reset,
-    default_reset_batch,
-    hand_out,
-    reset_cost_ratio,
-)
+from jaxppo.envs.registry import host_source_of, make_env
+from jaxppo.envs.resets import ResetPool, hand_out
 from jaxppo.envs.spaces import ActionSpec
 from jaxppo.envs.steps import EnvState, EnvStep
 from jaxppo.errors import ConfigError
@@ -182,23 +175,10 @@ class VecEnv:
         self.obs_field = obs_field or getattr(env, "default_obs_field", None)
         label = f"environment {env_id!r}"
         self.info: EnvInfo = inspect_env(env, env_params, label, self.obs_field)
-        if reset not in RESETS:
-            raise ConfigError(f"config key 'reset': got {reset!r}; use one of {list(RESETS)}")
-        declared, by = getattr(env, "expensive_reset", None), "the env"
-        if declared is None and built:  # an env a suite built: the suite's measured word
-            declared, by = declared_reset_cost(env_id), "its suite"
-        self.reset_choice: ResetChoice = choose_reset(
-            reset, None if declared is None else bool(declared),
-            lambda: reset_cost_ratio(env, env_params, self.info.state, self.info.action_in), by)
+        self.reset_choice, self.reset_batch = resets.resolve(
+            reset, reset_batch, num_envs, env, env_params, self.info,
+            env_id=env_id, built=built, strict=strict)
         self.reset_mode = self.reset_choice.mode
-        if strict and reset_batch is not None and self.reset_mode != "optimistic":
-            raise ConfigError(f"config key 'reset_batch': set to {reset_batch}, but reset: "
-                              f"{reset} picks {self.reset_mode} for {env_id!r} "
-                              f"({self.reset_choice.why}), which draws no batch; remove "
-                              "reset_batch, or set reset: optimistic")
-        # the training's envs take reset_batch as written (the config holds it to num_envs);
-        # an evaluation's or a policy's fewer envs take at most one each
-        self.reset_batch = min(num_envs, reset_batch or default_reset_batch(num_envs))
         limits = [x for x in (max_episode_steps, own_time_limit(env, env_id)) if x is not None]
         self.max_episode_steps: int | None = min(limits) if limits else None
         self.obs_shape: tuple[int, ...] = self.info.obs_shape
@@ -223,14 +203,8 @@ class VecEnv:
 
     @property
     def reset_note(self) -> str:
-        """The reset strategy as the run's header line states it, e.g. `resets: optimistic,
-        8 per step (costly reset, declared by the env)`; "" for `predrawn` chosen by `auto`
-        (the default that needs no word)."""
-        mode, why = self.reset_choice
-        if mode == "predrawn" and why != "set in the config":
-            return ""
-        per_step = f", {self.reset_batch} per step" if mode == "optimistic" else ""
-        return f"resets: {mode}{per_step} ({why})"
+        """The reset strategy as the run's header line states it (`resets.note`)."""
+        return resets.note(self.reset_choice, self.reset_batch)
 
     @property
     def lazy_reset(self) -> bool:

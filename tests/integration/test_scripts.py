@@ -164,3 +164,16 @@ def test_startup_script_times_the_first_line_and_a_typo():
     assert "| train CartPole: first line, warm |" in out and "`jaxppo: CartPole-v1 |" in out
     assert ", cold |" not in out  # the page cache is dropped only when asked (--cold)
     assert "`jaxppo train: error: config key 'env_id': unknown environment 'CartPoleX-v9'" in out
+
+
+def test_benchmark_resets_quick():
+    """What a reset costs next to a step (a suite not installed is skipped), and vmapped seeds
+    against one agent of as many envs, per network, with what `reset: auto` picked."""
+    out = run("scripts/benchmark_resets.py", "--envs", "CartPole-v1,nosuch/Env-v0",
+              "--configs", "cartpole.yaml", "--shapes", "2x4", "--nets", "8/16",
+              "--updates", "1", "--steps", "4", "--repeats", "1")
+    assert "| CartPole-v1 | " in out and "predrawn (cheap reset, declared by its suite) |" in out
+    assert "nosuch" not in out
+    for net in ("[8]", "[16]"):
+        assert f"| CartPole-v1 | {net} | auto: predrawn | - | 1 x 8 |" in out
+        assert f"| CartPole-v1 | {net} | auto: predrawn | - | 2 x 4 |" in out

@@ -16,27 +16,27 @@ def _never():
 
 @pytest.mark.parametrize("reset", ["predrawn", "cond", "optimistic"])
 def test_the_configs_reset_wins_over_any_declaration(reset):
-    assert choose_reset(reset, True, _never) == (reset, "set in the config")
-    assert choose_reset(reset, False, _never).mode == reset
+    assert choose_reset(reset, True, "the env", _never) == (reset, "set in the config")
+    assert choose_reset(reset, False, "the env", _never).mode == reset
 
 
 def test_a_declaration_wins_over_the_estimate_and_names_who_declared():
-    assert choose_reset("auto", True, _never) == ("optimistic",
-                                                 "costly reset, declared by the env")
-    assert choose_reset("auto", False, _never, by="its suite") == (
+    assert choose_reset("auto", True, "the env", _never) == (
+        "optimistic", "costly reset, declared by the env")
+    assert choose_reset("auto", False, "its suite", _never) == (
         "predrawn", "cheap reset, declared by its suite")
 
 
 @pytest.mark.parametrize("ratio, mode", [(COSTLY_RESET, "optimistic"), (40.0, "optimistic"),
                                          (COSTLY_RESET - 0.1, "predrawn"), (1.0, "predrawn")])
 def test_the_estimate_decides_at_the_threshold(ratio, mode):
-    choice = choose_reset("auto", None, lambda: ratio)
+    choice = choose_reset("auto", None, "the env", lambda: ratio)
     assert choice.mode == mode
     assert f"~{ratio:.0f} steps by XLA's estimate" in choice.why
 
 
 def test_no_estimate_is_taken_as_cheap():
-    assert choose_reset("auto", None, lambda: None) == (
+    assert choose_reset("auto", None, "the env", lambda: None) == (
         "predrawn", "no cost estimate from XLA: taken as cheap")
 
 
@@ -106,9 +106,8 @@ def test_an_env_that_breaks_under_lowering_gets_no_estimate():
 
 def test_gymnax_ids_take_their_suites_word_and_skip_the_estimate(monkeypatch):
     import jaxppo.envs.resets as resets
-    import jaxppo.envs.vec as vec
 
-    monkeypatch.setattr(vec, "reset_cost_ratio", lambda *a: _never())
+    monkeypatch.setattr(resets, "reset_cost_ratio", lambda *a: _never())
     assert VecEnv("CartPole-v1", 8).reset_choice == ("predrawn",
                                                       "cheap reset, declared by its suite")
     assert VecEnv("probe/Action-v0", 8).reset_choice.why == "cheap reset, declared by the env"
@@ -116,4 +115,3 @@ def test_gymnax_ids_take_their_suites_word_and_skip_the_estimate(monkeypatch):
         "resets: optimistic, 1 per step (set in the config)")
     assert VecEnv("CartPole-v1", 8, reset="predrawn").reset_note == (
         "resets: predrawn (set in the config)")
-    assert resets.COSTLY_RESET == COSTLY_RESET
