@@ -36,10 +36,11 @@ that touches at least `COSTLY_RESET` times the bytes of a step. The estimate is 
 compiles or runs, nothing is timed), so a config picks the same mode, and trains the same, on
 every machine. The estimate counts bytes, not time, so it is rough: measured against the
 reset's time (`python scripts/benchmark_resets.py --only cost`, 64 envs; docs/design/costly-resets.md)
-it called Craftax's, Jumanji Maze's and RubiksCube's resets costly (8-25x a step's time) and
+it called Craftax's, Jumanji Maze's and RubiksCube's resets costly (10-25x a step's time) and
 gymnax's, MinAtar's, Navix's and XLand-MiniGrid's cheap (<= 3.5x), but also Jumanji TSP's
-(1.7x). Where it is wrong for your env, say so: `expensive_reset = True` (or False) on the
-class, or `reset:` in the config.
+(1.7x). XLA counts a loop's body once, so a generator written as a `fori_loop` or `scan`
+looks cheaper than it is. Where it is wrong for your env, say so: `expensive_reset = True` (or
+False) on the class, or `reset:` in the config.
 
 Axis legend: N = num_envs, K = reset_batch.
 """
@@ -47,12 +48,14 @@ Axis legend: N = num_envs, K = reset_batch.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
+from jax.sharding import SingleDeviceSharding
 
 from jaxppo.envs.registry import declared_reset_cost
 from jaxppo.errors import ConfigError
@@ -73,23 +76,44 @@ class ResetChoice(NamedTuple):
     why: str  # "set in the config", "declared by the env", "estimated: ..."
 
 
+_ESTIMATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""env -> (id of its params, ratio): one estimate per env, however many `VecEnv`s a run builds
+(the memory check, the checkpoint's template, evaluation)."""
+
+
 def reset_cost_ratio(env: Any, params: Any, state: Any, action: Any) -> float | None:
     """XLA's estimate of one env's reset against one of its steps: the bytes each accesses,
-    read from the lowered programs (`state`, `action`: abstract values of one env). None where
-    XLA gives no estimate (a backend without a cost model, a program it cannot read)."""
-    key = jax.random.key(0)
-
-    def bytes_of(fn: Callable, *args: Any) -> float:
-        cost = jax.jit(fn).lower(*args).cost_analysis()
-        cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # older JAX: one per program
-        return float((cost or {}).get("bytes accessed", -1.0))
-
+    read from the programs lowered for the CPU whatever the default backend (a GPU's plugin
+    gives no estimate), so the answer is the same on every machine (`state`, `action`: abstract
+    values of one env). None where XLA gives none (no CPU backend in `JAX_PLATFORMS`, a program
+    it cannot read). A loop (`fori_loop`, `scan`, `while_loop`) counts once, not per trip."""
     try:
+        cached = _ESTIMATES.get(env)
+    except TypeError:  # an env that cannot be weakly referenced or hashed: estimated each time
+        cached = None
+    if cached is not None and cached[0] == id(params):
+        return cached[1]
+    try:
+        cpu = SingleDeviceSharding(jax.devices("cpu")[0])
+        on_cpu = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=cpu)  # noqa: E731
+        key = on_cpu(jax.eval_shape(jax.random.key, 0))
+        state, action = jax.tree.map(on_cpu, (state, action))
+
+        def bytes_of(fn: Callable, *args: Any) -> float:
+            cost = jax.jit(fn).lower(*args).cost_analysis()
+            cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # older JAX: a list
+            return float((cost or {}).get("bytes accessed", -1.0))
+
         reset = bytes_of(lambda k: env.reset_env(k, params), key)
         step = bytes_of(lambda k, s, a: env.step_env(k, s, a, params), key, state, action)
+        ratio = reset / step if reset > 0 and step > 0 else None
     except Exception:  # noqa: BLE001 - no estimate is an answer: the env is treated as cheap
-        return None
-    return reset / step if reset > 0 and step > 0 else None
+        ratio = None
+    try:
+        _ESTIMATES[env] = (id(params), ratio)
+    except TypeError:
+        pass
+    return ratio
 
 
 def declared_reset(env: Any, env_id: str | None) -> tuple[bool | None, str]:
@@ -119,7 +143,7 @@ def choose_reset(reset: str, declared: bool | None, by: str,
         return ResetChoice("predrawn", "no cost estimate from XLA: taken as cheap")
     costly = ratio >= COSTLY_RESET
     return ResetChoice("optimistic" if costly else "predrawn",
-                       f"{'costly' if costly else 'cheap'} reset, ~{ratio:.0f} steps by XLA's "
+                       f"{'costly' if costly else 'cheap'} reset, ~{ratio:.1f} steps by XLA's "
                        "estimate")
 
 
@@ -143,10 +167,10 @@ def resolve(reset: str, reset_batch: int | None, num_envs: int, env: Any, params
 
 def note(choice: ResetChoice, reset_batch: int) -> str:
     """The choice as the run's header line states it, e.g. `resets: optimistic, 8 per step
-    (costly reset, declared by the env)`; "" for `predrawn` picked by `auto`, the default that
-    needs no word."""
+    (costly reset, declared by the env)`; "" for `predrawn` picked by `auto` for a cheap reset,
+    the default that needs no word (one XLA could not estimate is named)."""
     mode, why = choice
-    if mode == "predrawn" and why != "set in the config":
+    if mode == "predrawn" and why.startswith("cheap reset"):
         return ""
     per_step = f", {reset_batch} per step" if mode == "optimistic" else ""
     return f"resets: {mode}{per_step} ({why})"

@@ -419,14 +419,14 @@ def load_checkpoint(path: str | os.PathLike, *, env: Any = None,
         train, template = _build_target(config, num_runs, env, env_params)
     label = None if env is None else f"{config.env_id}, a {class_name(env)}"
     saved_envs = state.get("env", {}).get("env_state") if isinstance(state, dict) else None
-    no_pool = (train.env.reset_mode == "optimistic" and isinstance(saved_envs, dict)
-               and "pool" not in saved_envs)
-    if (train.env.reset_mode != "optimistic" and isinstance(saved_envs, dict)
-            and "pool" in saved_envs):  # `reset: auto` picked optimistic when it was written
-        # and predrawn now (the env's estimate or declaration changed): the pooled draws,
-        # never handed out, are dropped and the run goes on with the mode in effect
-        state = {**state, "env": {**state["env"], "env_state": {
-            k: v for k, v in saved_envs.items() if k != "pool"}}}
+    # A pool is saved under `optimistic` only (None or absent otherwise): written before
+    # `reset: optimistic` existed, or while `reset: auto` picked another mode for the env (its
+    # declaration or XLA's estimate changed since), a run goes on with a fresh pool (below);
+    # one saved with a pool where auto now picks another mode drops its unused draws.
+    pooled = isinstance(saved_envs, dict) and saved_envs.get("pool") is not None
+    no_pool = train.env.reset_mode == "optimistic" and isinstance(saved_envs, dict) and not pooled
+    if pooled and train.env.reset_mode != "optimistic":
+        state = {**state, "env": {**state["env"], "env_state": {**saved_envs, "pool": None}}}
     if no_pool:  # written before `reset: optimistic` (its costly resets ran under a cond)
         template = _with_pool(template, None)
     runner = restore_into(template, state, checkpoint_path(path), label)

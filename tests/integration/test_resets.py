@@ -303,3 +303,27 @@ def test_a_pool_saved_under_optimistic_is_dropped_where_auto_now_picks_predrawn(
     assert now.env.reset_mode == "predrawn"
     _, metrics = jax.jit(jax.vmap(lambda r: now.run(r, None, 2)))(ckpt.runner_state)
     assert np.asarray(metrics["episodes"]).min() > 0
+
+
+def test_a_run_saved_under_predrawn_resumes_with_a_fresh_pool_where_auto_now_picks_optimistic(
+        costly_config, tmp_path, monkeypatch):
+    """The reverse: saved while the env was cheap (its state's pool is None), loaded where
+    it is costly: a full pool of fresh draws, and training goes on."""
+    from jaxppo.rundir.checkpoint import _restore_target
+
+    monkeypatch.setattr(CostlyReset, "expensive_reset", False)
+    train = make_train(costly_config)
+    assert train.env.reset_mode == "predrawn"
+    runner, _ = jax.jit(jax.vmap(lambda r: train.run(r, None, 1)))(
+        jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(8), 2)))
+    save_checkpoint(str(tmp_path), runner, costly_config, 1, 2)
+    monkeypatch.setattr(CostlyReset, "expensive_reset", True)
+    _restore_target.cache_clear()
+    try:
+        ckpt = load_checkpoint(tmp_path)
+    finally:
+        _restore_target.cache_clear()
+    assert np.asarray(ckpt.runner_state.env.env_state.pool.filled).all()
+    now = make_train(ckpt.config)
+    _, metrics = jax.jit(jax.vmap(lambda r: now.run(r, None, 2)))(ckpt.runner_state)
+    assert np.asarray(metrics["episodes"]).min() > 0

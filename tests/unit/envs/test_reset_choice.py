@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from jaxppo.envs import VecEnv
-from jaxppo.envs.resets import COSTLY_RESET, choose_reset, reset_cost_ratio
+from jaxppo.envs.resets import COSTLY_RESET, choose_reset, note, reset_cost_ratio
 
 
 def _never():
@@ -32,12 +32,13 @@ def test_a_declaration_wins_over_the_estimate_and_names_who_declared():
 def test_the_estimate_decides_at_the_threshold(ratio, mode):
     choice = choose_reset("auto", None, "the env", lambda: ratio)
     assert choice.mode == mode
-    assert f"~{ratio:.0f} steps by XLA's estimate" in choice.why
+    assert f"~{ratio:.1f} steps by XLA's estimate" in choice.why
 
 
-def test_no_estimate_is_taken_as_cheap():
-    assert choose_reset("auto", None, "the env", lambda: None) == (
-        "predrawn", "no cost estimate from XLA: taken as cheap")
+def test_no_estimate_is_taken_as_cheap_and_said():
+    choice = choose_reset("auto", None, "the env", lambda: None)
+    assert choice == ("predrawn", "no cost estimate from XLA: taken as cheap")
+    assert note(choice, 2) == "resets: predrawn (no cost estimate from XLA: taken as cheap)"
 
 
 class _Grid:
@@ -102,6 +103,34 @@ def test_an_env_that_breaks_under_lowering_gets_no_estimate():
             raise RuntimeError("no")
     one = VecEnv("custom/grid", 1, env=_Grid(0))
     assert reset_cost_ratio(Broken(0), None, one.info.state, one.info.action_in) is None
+
+
+def test_the_estimate_is_made_once_per_env_and_for_the_cpu(monkeypatch):
+    """Several VecEnvs of one env (the memory check, the checkpoint's template, evaluation)
+    lower its reset and step once; the programs are lowered for the CPU, which has a cost
+    model on every machine (a GPU plugin's lowering gives none)."""
+    env = _Grid(carves=30)
+    one = VecEnv("custom/grid", 1, env=_Grid(0))
+    platforms = []
+    real_jit = jax.jit
+
+    def watching_jit(fn, *a, **k):
+        jitted = real_jit(fn, *a, **k)
+
+        class Watch:
+            def lower(self, *args):
+                platforms.extend({x.sharding.device_set.pop().platform
+                                  for x in jax.tree.leaves(args)})
+                return jitted.lower(*args)
+        return Watch()
+
+    import jaxppo.envs.resets as resets
+    monkeypatch.setattr(resets.jax, "jit", watching_jit)
+    first = reset_cost_ratio(env, None, one.info.state, one.info.action_in)
+    assert first >= COSTLY_RESET and set(platforms) == {"cpu"}
+    platforms.clear()
+    assert reset_cost_ratio(env, None, one.info.state, one.info.action_in) == first
+    assert platforms == []  # the second answer came from the cache
 
 
 def test_gymnax_ids_take_their_suites_word_and_skip_the_estimate(monkeypatch):
