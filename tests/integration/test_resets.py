@@ -282,48 +282,42 @@ def test_the_header_line_states_the_reset_strategy(costly_config, capsys):
     assert " | resets: optimistic, 1 per step (costly reset, declared by the env) | " in first
 
 
+def _saved_then_loaded(config, path, key: int, monkeypatch, costly_then: bool,
+                       costly_now: bool):
+    """A 1-update run of `config` saved while CostlyReset's word was `costly_then`, loaded
+    while it is `costly_now` (the checkpoint templates `load_checkpoint` keeps, cleared), and
+    trained 2 more updates: (the loaded Checkpoint, the resumed run's metrics)."""
+    from jaxppo.rundir.checkpoint import _restore_target
+
+    monkeypatch.setattr(CostlyReset, "expensive_reset", costly_then)
+    train = make_train(config)
+    runner, _ = jax.jit(jax.vmap(lambda r: train.run(r, None, 1)))(
+        jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(key), 2)))
+    save_checkpoint(str(path), runner, config, 1, 2)
+    monkeypatch.setattr(CostlyReset, "expensive_reset", costly_now)
+    _restore_target.cache_clear()
+    try:
+        ckpt = load_checkpoint(path)
+    finally:
+        _restore_target.cache_clear()
+    now = make_train(ckpt.config)
+    assert now.env.reset_mode == ("optimistic" if costly_now else "predrawn")
+    _, metrics = jax.jit(jax.vmap(lambda r: now.run(r, None, 2)))(ckpt.runner_state)
+    assert np.asarray(metrics["episodes"]).min() > 0
+    return ckpt
+
+
 def test_a_pool_saved_under_optimistic_is_dropped_where_auto_now_picks_predrawn(
         costly_config, tmp_path, monkeypatch):
     """A run whose env was costly when saved (its state holds a pool) and is cheap now (the
     declaration or XLA's estimate changed): it resumes under predrawn, no structure error."""
-    train = make_train(costly_config)
-    runner, _ = jax.jit(jax.vmap(lambda r: train.run(r, None, 1)))(
-        jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(7), 2)))
-    save_checkpoint(str(tmp_path), runner, costly_config, 1, 2)
-    from jaxppo.rundir.checkpoint import _restore_target  # keeps the templates it built
-
-    monkeypatch.setattr(CostlyReset, "expensive_reset", False)
-    _restore_target.cache_clear()
-    try:
-        ckpt = load_checkpoint(tmp_path)
-    finally:
-        _restore_target.cache_clear()
+    ckpt = _saved_then_loaded(costly_config, tmp_path, 7, monkeypatch, True, False)
     assert ckpt.runner_state.env.env_state.pool is None
-    now = make_train(ckpt.config)
-    assert now.env.reset_mode == "predrawn"
-    _, metrics = jax.jit(jax.vmap(lambda r: now.run(r, None, 2)))(ckpt.runner_state)
-    assert np.asarray(metrics["episodes"]).min() > 0
 
 
 def test_a_run_saved_under_predrawn_resumes_with_a_fresh_pool_where_auto_now_picks_optimistic(
         costly_config, tmp_path, monkeypatch):
     """The reverse: saved while the env was cheap (its state's pool is None), loaded where
     it is costly: a full pool of fresh draws, and training goes on."""
-    from jaxppo.rundir.checkpoint import _restore_target
-
-    monkeypatch.setattr(CostlyReset, "expensive_reset", False)
-    train = make_train(costly_config)
-    assert train.env.reset_mode == "predrawn"
-    runner, _ = jax.jit(jax.vmap(lambda r: train.run(r, None, 1)))(
-        jax.jit(jax.vmap(train.init))(jax.random.split(jax.random.key(8), 2)))
-    save_checkpoint(str(tmp_path), runner, costly_config, 1, 2)
-    monkeypatch.setattr(CostlyReset, "expensive_reset", True)
-    _restore_target.cache_clear()
-    try:
-        ckpt = load_checkpoint(tmp_path)
-    finally:
-        _restore_target.cache_clear()
+    ckpt = _saved_then_loaded(costly_config, tmp_path, 8, monkeypatch, False, True)
     assert np.asarray(ckpt.runner_state.env.env_state.pool.filled).all()
-    now = make_train(ckpt.config)
-    _, metrics = jax.jit(jax.vmap(lambda r: now.run(r, None, 2)))(ckpt.runner_state)
-    assert np.asarray(metrics["episodes"]).min() > 0
