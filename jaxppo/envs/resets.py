@@ -73,7 +73,8 @@ class ResetChoice(NamedTuple):
     """The reset strategy in effect and why, as the run's header line states it."""
 
     mode: str  # one of RESETS but "auto"
-    why: str  # "set in the config", "declared by the env", "estimated: ..."
+    why: str  # "set in the config", "costly reset, declared by the env", "cheap reset, ~4.1
+    # steps by XLA's estimate", "no cost estimate from XLA: taken as cheap" (`note` reads it)
 
 
 _ESTIMATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
