@@ -35,10 +35,12 @@ from jaxppo.compare.fit import (
     check_peak_fits,
     check_subproc_fits,
     cores,
+    cpu_times,
     holds_jax,
     load_note,
     machine_load,
     measure_sb3,
+    other_work,
     process_bytes,
     usable_cores,
 )
@@ -212,6 +214,7 @@ def sb3_kwargs(config: PPOConfig) -> dict[str, Any]:
 def make_sb3(config: PPOConfig, subproc: bool, seed: int):
     """The SB3 model with its vectorised env (wrapped in VecNormalize where jaxppo normalizes)."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
 
     from jaxppo.compare.sb3 import make_vec, policy_setup
@@ -225,8 +228,12 @@ def make_sb3(config: PPOConfig, subproc: bool, seed: int):
     if config.normalize_obs or config.normalize_reward:
         env = VecNormalize(env, norm_obs=config.normalize_obs, norm_reward=config.normalize_reward,
                            gamma=config.gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8)
-    return PPO(policy_setup(kind, config.torso, config.shared_torso)[0], env, seed=seed,
-               **sb3_kwargs(config))
+    model = PPO(policy_setup(kind, config.torso, config.shared_torso)[0], env, seed=seed,
+                **sb3_kwargs(config))
+    # SB3's own logger makes a folder in the temp dir (SB3-<date and time>) on every learn()
+    # and leaves it there; compare reads nothing from it: one with no output writes nothing
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +361,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     runs: dict[str, list[dict]] = {s: [] for s in systems}
     threshold = solve_threshold(config.env_id)
     payload = json.dumps(config.to_dict())
-    loads, short = [], []
+    loads, others, short = [], [], []
     try:
         for k, system in ((k, s) for k in range(repeats) for s in systems):
             echo(f"[{k + 1}/{repeats}] {label(system, config, seeds)} ...")
@@ -364,11 +371,13 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
                          else {**env, **pinned, "JAX_PLATFORMS": "cpu"})
             if runs[system]:  # memory taken by other work since its last run
                 check_peak_fits(system, runs[system][-1].get("peak_bytes"))
-            loads.append(machine_load())  # before the run: the other work on the machine
+            loads.append(machine_load())  # before the run (the previous run's own included)
+            before = cpu_times()
             with Watch() as tree:  # the child's whole process tree: peak memory, procs
                 proc = subprocess.run([*CHILD, system, payload, str(seeds), str(seed + k),
                                        str(sb3_threads)], capture_output=True, text=True,
                                       env=child_env)
+            others.append(other_work(before, cpu_times(), tree.cpu_s))  # during the run
             if tree.left_behind:  # a library's worker or forkserver outlived the run
                 echo(f"      ended {len(tree.left_behind)} process(es) the run left behind")
             lines = proc.stdout.strip().splitlines()
@@ -376,7 +385,8 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
             if proc.returncode != 0 and not killed:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"{system} failed (exit {proc.returncode}): {tail}")
-            result = ({**json.loads(lines[-1]), "load": loads[-1], **tree.peak}
+            result = ({**json.loads(lines[-1]), "load": loads[-1], "other_cores": others[-1],
+                       **tree.peak}
                       if lines and not killed else
                       {"status": f"killed (exit {proc.returncode})", "env_steps": 0})
             cut = stopped_early(system, k, result, config, seeds)
@@ -395,7 +405,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
         stop = e
     else:
         stop = None
-    busy = load_note(loads)
+    busy = load_note(others)
     try:
         rows, notes = measured(runs, config, seeds, threshold is not None,
                                notes + short + ([busy] if busy else []), stop, repeats)
@@ -426,8 +436,11 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
     add_ratios(rows)
     cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
     loads = [r["load"] for r in rows if r.get("load") is not None]
+    others = [r["other_cores"] for r in rows if r.get("other_cores") is not None]
     ran = [r for r in rows if not r.get("skipped")]
-    load = (f"; load before runs at most {max(loads):.1f} on {cores()} cores" if loads else "")
+    load = ((f"; other work during runs at most {max(others):.1f} of {cores()} cores" if others
+             else "") + (f"; load average before runs at most {max(loads):.1f} (the previous "
+                         "run's own processes included)" if loads else ""))
     threads = (f"; threads: SB3's torch pinned to {sb3_threads} per process (--sb3-threads), "
                "as every PyTorch system's, "
                f"jaxppo's XLA:CPU (on the CPU) one per core it may use ({usable_cores()})")

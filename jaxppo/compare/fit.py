@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
 
 from jaxppo.compare.systems import MULTIPROCESS
 from jaxppo.config import PPOConfig
@@ -36,6 +38,42 @@ def machine_load() -> float | None:
         return None
 
 
+def cpu_times() -> tuple[float, float, float] | None:
+    """(the machine's busy CPU seconds so far, this process's and its waited-for descendants',
+    a monotonic time); None where there is no /proc/stat. Steal time counts as busy: a
+    hypervisor giving the CPU to a neighbour is other work too."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    if fields[0] != "cpu" or len(ticks) < 8:
+        return None
+    busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    own = sum(getattr(resource.getrusage(who), part) for part in ("ru_utime", "ru_stime")
+              for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return busy, own, time.monotonic()
+
+
+def other_work(before: tuple[float, float, float] | None, after: tuple[float, float, float] | None,
+               run_cpu_s: float = 0.0) -> float | None:
+    """The cores other work kept busy on average between two `cpu_times` readings: the
+    machine's busy time less this process's, its waited-for descendants' and `run_cpu_s` (the
+    run's processes as its watch saw them, for those no one here waited for), over the wall
+    time. The load average cannot say this: it still holds the previous run's own processes
+    for a minute after they end."""
+    if before is None or after is None or after[2] <= before[2]:
+        return None
+    own = max(after[1] - before[1], run_cpu_s)
+    return max(0.0, (after[0] - before[0]) - own) / (after[2] - before[2])
+
+
+BUSY_CORES = 0.5
+"""Other work using more than this many cores on average during a run makes a table's figures
+unreliable (one core of 2 taken by another process halves a single-threaded system's SPS)."""
+
+
 def cores() -> int:
     """The machine's cores (the load average counts runnable tasks over all of them)."""
     return os.cpu_count() or 1
@@ -49,15 +87,15 @@ def usable_cores() -> int:
         return cores()
 
 
-def load_note(loads: list[float | None]) -> str | None:
-    """The note for a table measured on a busy machine (None: the load stayed within the
-    cores, or the OS gives none)."""
-    seen = [x for x in loads if x is not None]
-    if not seen or max(seen) <= cores():
+def load_note(others: list[float | None]) -> str | None:
+    """The note for a table measured while other work used the CPUs (None: it used at most
+    `BUSY_CORES` on average during every run, or the OS cannot say)."""
+    seen = [x for x in others if x is not None]
+    if not seen or max(seen) <= BUSY_CORES:
         return None
-    return (f"figures unreliable: load {max(seen):.1f} on {cores()} cores (the 1-minute load "
-            "average before a run exceeded the cores: other work shared the CPUs while this "
-            "was measured); rerun on a quiet machine")
+    return (f"figures unreliable: other work kept {max(seen):.1f} of {cores()} cores busy on "
+            "average during a run (the machine's CPU time less the runs' own); rerun on a "
+            "quiet machine")
 
 
 def threads_text(system: str, config: PPOConfig, reported: dict) -> str:

@@ -69,11 +69,13 @@ def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
               has_threshold: bool = True) -> dict:
     """One table row: medians over the repeats; solve columns only where the env has a
     threshold (None/"-" otherwise: "not solved" would claim a bar that does not exist); the
-    threads the system computed with, and the highest load read before one of its runs."""
+    threads the system computed with, the highest load read before one of its runs and the most
+    cores other work kept busy during one."""
     med = lambda key: statistics.median(r[key] for r in results)  # noqa: E731
     solves = [r["solve_s"] for r in results if r["solve_s"] is not None]
     finals = [r["final_return"] for r in results if r["final_return"] is not None]
     loads = [r["load"] for r in results if r.get("load") is not None]
+    others = [r["other_cores"] for r in results if r.get("other_cores") is not None]
     return {
         "system": system,
         "label": label(system, config, seeds),
@@ -90,6 +92,7 @@ def aggregate(system: str, results: list[dict], config: PPOConfig, seeds: int,
         "procs": _max_or_none([r.get("procs") for r in results]),
         "tree_threads": _max_or_none([r.get("tree_threads") for r in results]),
         "load": max(loads) if loads else None,
+        "other_cores": max(others) if others else None,
     }
 
 

@@ -70,6 +70,17 @@ def sample(pids: list[int]) -> tuple[int, int, int] | None:
     return (total, procs, threads) if procs else None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time `pid` has used so far (user + system: /proc/PID/stat's fields 14-15), None
+    for a process that is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _started(pid: int) -> str | None:
     """When `pid` started (clock ticks since boot: /proc/PID/stat's field 22), so that a pid the
     kernel has since given to another process is never taken for it; None for a process that is
@@ -132,6 +143,7 @@ class Watch:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._before: set[int] = set()
         self.members: dict[int, str] = {}  # every process of the run's tree seen: start time
+        self.cpu: dict[int, float] = {}  # every process of the run's tree: CPU seconds last seen
         self.left_behind: list[int] = []
 
     def _loop(self) -> None:
@@ -141,6 +153,8 @@ class Watch:
             for pid in (p for pids in trees for p in pids):  # walked once: members and sample
                 if pid not in self.members and (t := _started(pid)) is not None:
                     self.members[pid] = t
+                if (c := cpu_seconds(pid)) is not None:
+                    self.cpu[pid] = max(c, self.cpu.get(pid, 0.0))
             found = [sample(pids) for pids in trees]
             found = [f for f in found if f is not None]
             if found:
@@ -150,6 +164,12 @@ class Watch:
         self._before = set(children(os.getpid()))
         self._thread.start()
         return self
+
+    @property
+    def cpu_s(self) -> float:
+        """The CPU seconds the run's processes used, as last sampled (a process reaped by no one
+        of this process's, such as a worker the run left behind, counts here too)."""
+        return sum(self.cpu.values())
 
     def __exit__(self, *exc) -> None:
         self._stop.set()

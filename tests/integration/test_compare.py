@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import math
 import os
+import tempfile
 
 import jax
 import numpy as np
@@ -471,6 +472,19 @@ def test_sb3_side_of_a_gymnasium_id(monkeypatch):
         model.get_env().close()
 
 
+def test_sb3_leaves_no_folder_in_the_temp_dir(tmp_path, monkeypatch):
+    """SB3's default logger made tempdir/SB3-<date and time> on every learn() and left it
+    there: one empty folder per SB3 run of `jaxppo compare`, which reads nothing from it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = make_sb3(ODD, subproc=False, seed=0)
+    try:
+        model.learn(total_timesteps=ODD.num_envs * ODD.num_steps)
+    finally:
+        model.get_env().close()
+    assert model.num_timesteps == ODD.num_envs * ODD.num_steps
+    assert os.listdir(tmp_path) == []
+
+
 def test_compare_on_a_busy_machine_states_its_threads_and_load(tmp_path, capsys, monkeypatch):
     """A table measured under load says so, and names the threads each side computed with
     (SB3's torch threads pinned, 1 by default, here 2: what its child process reports); its
@@ -481,7 +495,8 @@ def test_compare_on_a_busy_machine_states_its_threads_and_load(tmp_path, capsys,
     from jaxppo.compare.fit import cores
 
     _allow_envpool_ids(monkeypatch)
-    monkeypatch.setattr(cmp, "machine_load", lambda: cores() + 2.5)  # other work: busy
+    monkeypatch.setattr(cmp, "machine_load", lambda: cores() + 2.5)
+    monkeypatch.setattr(cmp, "other_work", lambda *a: 1.25)  # other work: busy
     monkeypatch.chdir(tmp_path)
     argv = ["compare", "--config", CARTPOLE, "--steps", "256", "--repeats", "1", "--systems",
             "jaxppo,sb3-dummy", "--set", "env_id=gymnasium/CartPole-v1", "--set", "num_envs=2",
@@ -491,8 +506,10 @@ def test_compare_on_a_busy_machine_states_its_threads_and_load(tmp_path, capsys,
     [out] = os.listdir(tmp_path / "runs")  # one level: runs/compare__gymnasium_CartPole-v1__...
     assert out.startswith("compare__gymnasium_CartPole-v1__"), out
     md = (tmp_path / "runs" / out / "compare.md").read_text()
-    busy = f"figures unreliable: load {cores() + 2.5:.1f} on {cores()} cores"
+    busy = f"figures unreliable: other work kept 1.2 of {cores()} cores busy on average"
     assert busy in md and busy in printed
+    assert f"other work during runs at most 1.2 of {cores()} cores; load average before runs " \
+           f"at most {cores() + 2.5:.1f}" in md
     assert "SB3's torch pinned to 2 per process (--sb3-threads)" in md
     rows = {r["system"]: r for r in csv.DictReader(open(tmp_path / "runs" / out / "compare.csv"))}
     assert rows["sb3-dummy"]["threads"] == "torch 2", rows

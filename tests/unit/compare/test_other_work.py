@@ -1,0 +1,55 @@
+"""Whether other work shared the CPUs while `jaxppo compare` measured a run: the machine's
+busy CPU time less the run's own, over the wall time. The 1-minute load average, read before a
+run, still held the previous run's own processes (TorchRL's 4 env processes: load 2.8 on a
+quiet 2-core machine) and called that other work."""
+
+import subprocess
+import sys
+
+import pytest
+
+from jaxppo.compare.fit import BUSY_CORES, cores, cpu_times, load_note, other_work
+from jaxppo.compare.tree import Watch
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def test_other_work_is_the_machines_busy_time_less_the_runs_own():
+    # 10 s of wall: the machine busy 14 CPU s, this process and its waited children 9 s
+    assert other_work((100.0, 50.0, 0.0), (114.0, 59.0, 10.0)) == pytest.approx(0.5)
+    # the run's watch saw more (a worker nobody waited for): 12 s of its own
+    assert other_work((100.0, 50.0, 0.0), (114.0, 59.0, 10.0), run_cpu_s=12.0) == \
+        pytest.approx(0.2)
+    # never below zero (ticks and rusage round differently); no reading, no figure
+    assert other_work((100.0, 50.0, 0.0), (108.0, 59.0, 10.0)) == 0.0
+    assert other_work(None, (1.0, 1.0, 1.0)) is None
+    assert other_work((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)) is None
+
+
+def test_the_note_names_other_work_only_above_the_threshold():
+    assert load_note([0.1, None, BUSY_CORES]) is None
+    assert load_note([None]) is None and load_note([]) is None
+    note = load_note([0.2, 1.26])
+    assert note.startswith(f"figures unreliable: other work kept 1.3 of {cores()} cores busy")
+
+
+@linux
+def test_a_busy_process_beside_the_run_is_other_work_and_the_runs_own_is_not():
+    """A process burning a core beside a run shows as other work; the run's own burning does
+    not (the watch and rusage count it as the run's)."""
+    burn = [sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 2.0: pass"]
+    other = subprocess.Popen(burn)
+    try:
+        before = cpu_times()
+        with Watch() as tree:
+            subprocess.run([sys.executable, "-c", "import time; time.sleep(1.5)"], check=True)
+        during = other_work(before, cpu_times(), tree.cpu_s)
+    finally:
+        other.wait()
+    assert during > 0.6, during  # about one core (a busy test machine adds its own)
+    before = cpu_times()
+    with Watch() as tree:
+        subprocess.run(burn, check=True)
+    assert tree.cpu_s > 1.0, tree.cpu  # the run's own CPU, as the watch saw it
+    own = other_work(before, cpu_times(), tree.cpu_s)
+    assert own is not None and own < during, (own, during)
