@@ -1,9 +1,7 @@
-"""`jaxppo compare`: jaxppo side by side with the PyTorch pipeline people use today,
-Stable-Baselines3 PPO on gymnasium envs in a `DummyVecEnv` (one process) and in a
-`SubprocVecEnv` (one process per env), on the same hyperparameters, on the same machine: on
-gymnasium's classic control, MinAtar (the reference `minatar` package), Atari (ALE under SB3's
-Atari wrappers, against jaxppo's EnvPool source) and any `gymnasium/<id>` (`sb3_side.py` builds
-the SB3 side: its envs, and a torch network with jaxppo's shapes).
+"""`jaxppo compare`: jaxppo side by side with the PyTorch pipelines people use today (SB3,
+Tianshou, TorchRL, a plain torch script: `systems.py`) on the same hyperparameters and machine:
+on classic control, MinAtar (the reference `minatar`), Atari (ALE under SB3's wrappers, against
+jaxppo's EnvPool source) and any `gymnasium/<id>` (`sb3.py` builds the SB3 side).
 
 Every (system, repeat) runs in a fresh child process, interleaved (repeat 1 of every system,
 then repeat 2, ...), so slow drift of the machine hits all systems alike and no system inherits
@@ -34,10 +32,10 @@ from jaxppo.compare.fit import (
     CHILD,
     check_peak_fits,
     check_subproc_fits,
-    cores,
     cpu_times,
     holds_jax,
     load_note,
+    load_text,
     machine_load,
     measure_sb3,
     other_work,
@@ -230,9 +228,7 @@ def make_sb3(config: PPOConfig, subproc: bool, seed: int):
                            gamma=config.gamma, clip_obs=10.0, clip_reward=10.0, epsilon=1e-8)
     model = PPO(policy_setup(kind, config.torso, config.shared_torso)[0], env, seed=seed,
                 **sb3_kwargs(config))
-    # SB3's own logger makes a folder in the temp dir (SB3-<date and time>) on every learn()
-    # and leaves it there; compare reads nothing from it: one with no output writes nothing
-    model.set_logger(Logger(folder=None, output_formats=[]))
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's own left tmp/SB3-<date>
     return model
 
 
@@ -321,8 +317,7 @@ def measure_subproc(config: PPOConfig, seed: int = 0) -> dict:
     pid = inner.processes[0].pid
     worker, main, jax_there = process_bytes(pid), process_bytes(os.getpid()), holds_jax(pid)
     env.close()
-    buffer = (config.num_envs - 1) * config.num_steps * 4 * int(
-        np.prod(model.observation_space.shape))
+    buffer = (config.num_envs - 1) * config.num_steps * 4 * int(np.prod(model.observation_space.shape))
     return {"worker": worker, "main": None if main is None else main + buffer,
             "worker_jax": jax_there}
 
@@ -333,12 +328,12 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
             warm_cache: bool, sb3_threads: int = 1, echo=print) -> tuple[list[dict], list[str]]:
     """Run every system `repeats` times (interleaved, each in a child process); return one row
     per system with medians, and the notes on how the configs were made identical and on the
-    machine's load. A system that starts one process per env (`systems.MULTIPROCESS`) whose
+    other work during the runs. A system that starts one process per env (`systems.MULTIPROCESS`) whose
     processes cannot fit in memory is refused first; a system with no twin of the env is a "-"
     row with the reason (`systems.unsupported`)."""
-    if any(s.startswith("sb3") for s in systems) or any(s in MULTIPROCESS for s in systems):
-        check_installed(env_kind(config.env_id))
     kind = env_kind(config.env_id)
+    if any(s.startswith("sb3") or s in MULTIPROCESS for s in systems):
+        check_installed(kind)
     skipped = {s: why for s in systems
                if (why := systems_mod.unsupported(s, kind, config.torso)) is not None}
     if len(skipped) == len(systems):
@@ -350,8 +345,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
     systems = tuple(s for s in systems if s not in skipped)
     config, notes = comparable_config(config)
     notes += mapping_notes(systems, config)
-    # every PyTorch system's torch threads pinned (`sb3_threads`), in its env processes too;
-    # jaxppo's XLA:CPU uses its own pool, one thread per core.
+    # PyTorch systems' torch threads pinned, env processes too (XLA:CPU: one thread per core)
     pinned = {k: str(sb3_threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     if any(s in MULTIPROCESS for s in systems):
         check_subproc_fits(config, systems, measure_sb3(config, {**os.environ, **pinned}))
@@ -372,7 +366,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
             if runs[system]:  # memory taken by other work since its last run
                 check_peak_fits(system, runs[system][-1].get("peak_bytes"))
             loads.append(machine_load())  # before the run (the previous run's own included)
-            before = cpu_times()
+            before = cpu_times()  # and the machine's CPU time, for the other work during it
             with Watch() as tree:  # the child's whole process tree: peak memory, procs
                 proc = subprocess.run([*CHILD, system, payload, str(seeds), str(seed + k),
                                        str(sb3_threads)], capture_output=True, text=True,
@@ -435,12 +429,8 @@ def compare_and_report(config: PPOConfig, out_dir: str, *, repeats: int, seeds: 
         rows, notes, stop = e.rows, e.notes, e
     add_ratios(rows)
     cache = "warm persistent compilation cache" if warm_cache else "cold compile every run"
-    loads = [r["load"] for r in rows if r.get("load") is not None]
-    others = [r["other_cores"] for r in rows if r.get("other_cores") is not None]
     ran = [r for r in rows if not r.get("skipped")]
-    load = ((f"; other work during runs at most {max(others):.1f} of {cores()} cores" if others
-             else "") + (f"; load average before runs at most {max(loads):.1f} (the previous "
-                         "run's own processes included)" if loads else ""))
+    load = load_text(rows)
     threads = (f"; threads: SB3's torch pinned to {sb3_threads} per process (--sb3-threads), "
                "as every PyTorch system's, "
                f"jaxppo's XLA:CPU (on the CPU) one per core it may use ({usable_cores()})")

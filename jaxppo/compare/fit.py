@@ -98,6 +98,16 @@ def load_note(others: list[float | None]) -> str | None:
             "quiet machine")
 
 
+def load_text(rows: list[dict]) -> str:
+    """The table header's word on the machine while it measured: the most cores other work
+    kept busy during a run, and the highest load average read before one."""
+    others = [r["other_cores"] for r in rows if r.get("other_cores") is not None]
+    loads = [r["load"] for r in rows if r.get("load") is not None]
+    return ((f"; other work during runs at most {max(others):.1f} of {cores()} cores" if others
+             else "") + (f"; load average before runs at most {max(loads):.1f} (the previous "
+                         "run's own processes included)" if loads else ""))
+
+
 def threads_text(system: str, config: PPOConfig, reported: dict) -> str:
     """How many threads a system computed with, as its child reported them."""
     if system.startswith("jaxppo"):
