@@ -34,11 +34,11 @@ from jaxppo.compare.fit import (
     check_subproc_fits,
     cpu_times,
     holds_jax,
-    load_note,
     load_text,
     machine_load,
     measure_sb3,
     other_work,
+    other_work_note,
     process_bytes,
     usable_cores,
 )
@@ -399,7 +399,7 @@ def compare(config: PPOConfig, *, repeats: int, seeds: int, systems: tuple[str, 
         stop = e
     else:
         stop = None
-    busy = load_note(others)
+    busy = other_work_note(others)
     try:
         rows, notes = measured(runs, config, seeds, threshold is not None,
                                notes + short + ([busy] if busy else []), stop, repeats)

@@ -87,7 +87,7 @@ def usable_cores() -> int:
         return cores()
 
 
-def load_note(others: list[float | None]) -> str | None:
+def other_work_note(others: list[float | None]) -> str | None:
     """The note for a table measured while other work used the CPUs (None: it used at most
     `BUSY_CORES` on average during every run, or the OS cannot say)."""
     seen = [x for x in others if x is not None]

@@ -70,14 +70,23 @@ def sample(pids: list[int]) -> tuple[int, int, int] | None:
     return (total, procs, threads) if procs else None
 
 
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name (field 3 on, so index i is field i + 3);
+    [] for a process that is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()
+    except OSError:
+        return []
+
+
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time `pid` has used so far (user + system: /proc/PID/stat's fields 14-15), None
     for a process that is gone."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rpartition(")")[2].split()
+        fields = _stat(pid)
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return None
 
 
@@ -85,11 +94,7 @@ def _started(pid: int) -> str | None:
     """When `pid` started (clock ticks since boot: /proc/PID/stat's field 22), so that a pid the
     kernel has since given to another process is never taken for it; None for a process that is
     gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rpartition(")")[2].split()
-    except OSError:
-        return None
+    fields = _stat(pid)
     return None if not fields or fields[0] == "Z" else fields[19]
 
 

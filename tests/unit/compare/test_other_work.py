@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from jaxppo.compare.fit import BUSY_CORES, cores, cpu_times, load_note, other_work
+from jaxppo.compare.fit import BUSY_CORES, cores, cpu_times, other_work, other_work_note
 from jaxppo.compare.tree import Watch
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -27,9 +27,9 @@ def test_other_work_is_the_machines_busy_time_less_the_runs_own():
 
 
 def test_the_note_names_other_work_only_above_the_threshold():
-    assert load_note([0.1, None, BUSY_CORES]) is None
-    assert load_note([None]) is None and load_note([]) is None
-    note = load_note([0.2, 1.26])
+    assert other_work_note([0.1, None, BUSY_CORES]) is None
+    assert other_work_note([None]) is None and other_work_note([]) is None
+    note = other_work_note([0.2, 1.26])
     assert note.startswith(f"figures unreliable: other work kept 1.3 of {cores()} cores busy")
 
 
