@@ -1,6 +1,7 @@
 """Checks that need several devices, run by tests/integration/test_sharding.py in a child process with
 XLA_FLAGS=--xla_force_host_platform_device_count=4 (the device count is fixed when JAX starts,
-so they cannot share the main test process). `python tests/sharded_checks.py NAME`."""
+so they cannot share the main test process). `python tests/sharded_checks.py NAME...`: each
+check prints `OK NAME` or `FAIL NAME` (its traceback on stderr), the others run regardless."""
 
 import dataclasses
 import os
@@ -112,5 +113,16 @@ def check_recurrent():
 
 
 if __name__ == "__main__":
-    globals()[f"check_{sys.argv[1]}"]()
-    print(f"OK {sys.argv[1]}")
+    import traceback
+
+    failed = False
+    for name in sys.argv[1:]:
+        try:
+            globals()[f"check_{name}"]()
+        except Exception:
+            traceback.print_exc()
+            print(f"FAIL {name}", flush=True)
+            failed = True
+        else:
+            print(f"OK {name}", flush=True)
+    sys.exit(1 if failed else 0)

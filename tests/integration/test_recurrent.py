@@ -5,12 +5,11 @@ state. Learning: tests/learning/test_recurrent_learns.py."""
 import dataclasses
 import os
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, compile_exactly
 
 import jaxppo
 from jaxppo import ConfigError, Experiment, PPOConfig, make_train
@@ -88,43 +87,58 @@ def test_num_envs_must_split_into_minibatches():
 
 @pytest.fixture(scope="module")
 def tiny_gru():
+    """A tiny GRU run's programs, compiled as the `exact` tests compare them (XLA's emitters),
+    and what they computed: three seeds vmapped and each alone (the lone program traced once
+    for the three: nothing retraces). The tests below compare against these, so the lone
+    program is compiled once for both."""
     config = dataclasses.replace(MEMORY, total_timesteps=8 * 20 * 6)
     train = make_train(config)
-    return config, train, jax.jit(train), jax.jit(jax.vmap(train))
+    traces = []
+
+    def traced(key):
+        traces.append(key)
+        return train(key)
+
+    keys = jax.random.split(jax.random.key(7), 3)
+    with pytest.MonkeyPatch.context() as mp:
+        compile_exactly(mp)
+        batched = jax.jit(jax.vmap(train))(keys)
+        train_j = jax.jit(traced)
+        alone = [train_j(k) for k in keys]
+    jax.clear_caches()  # nothing compiled here is reused under the suite's options
+    return config, train, keys, batched, alone, len(traces)
 
 
 @pytest.mark.exact
 def test_vmapped_recurrent_seeds_equal_seeds_run_alone(tiny_gru):
-    _, _, train_j, train_v = tiny_gru
-    keys = jax.random.split(jax.random.key(7), 3)
-    batched = train_v(keys)
+    _, _, keys, batched, alone, _ = tiny_gru
     for i in range(3):
-        alone = train_j(keys[i])
         one = jax.tree.map(lambda x, i=i: x[i], batched)
         jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6),
-                     one.train_state.params, alone.train_state.params)
-        np.testing.assert_allclose(one.metrics["policy_loss"], alone.metrics["policy_loss"],
+                     one.train_state.params, alone[i].train_state.params)
+        np.testing.assert_allclose(one.metrics["policy_loss"], alone[i].metrics["policy_loss"],
                                    rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.exact
 def test_recurrent_chunks_equal_the_whole_run_and_nothing_retraces(tiny_gru):
-    config, train, train_j, _ = tiny_gru
-    whole = train_j(jax.random.key(0))
-    runner = jax.jit(train.init)(jax.random.key(0))
+    """The whole run is the fixture's first seed alone, its program traced once for three keys
+    (nothing retraces); chunks of 2 and 4 updates from the same key give its params."""
+    _, train, keys, _, alone, traces = tiny_gru
+    whole = alone[0]
+    runner = jax.jit(train.init)(keys[0])
     run_chunk = jax.jit(train.run, static_argnums=2)
     for n in (2, 4):
         runner, _ = run_chunk(runner, None, n)
     jax.tree.map(np.testing.assert_array_equal, runner.train_state.params,
                  whole.train_state.params)
-    chex.clear_trace_counter()
-    f = jax.jit(chex.assert_max_traces(make_train(config).__call__, n=1))
-    f(jax.random.key(0))
-    f(jax.random.key(1))
+    assert traces == 1
 
 
 @pytest.mark.exact
-def test_recurrent_run_resumes_exactly_and_its_policy_carries_state(tmp_path):
+def test_recurrent_run_resumes_exactly_and_its_policy_carries_state(tmp_path, compile_cache):
+    # The compile cache on: the stopped run and its resume read the whole run's programs back
+    # (one compile, not three), as a user's repeated `jaxppo train` does.
     config = dataclasses.replace(MEMORY, total_timesteps=8 * 20 * 60)
     whole = Experiment(config, seeds=2, logdir=str(tmp_path), run_name="whole", progress=False,
                        chunk_updates=20).run()

@@ -1,6 +1,7 @@
 """Scale-out on the CPU: 4 host devices (XLA_FLAGS) for the sharded paths, and two processes on
 loopback joined by jax.distributed. Each runs in child processes: JAX fixes its devices when
-it starts."""
+it starts. What runs on one device (a resume on 1, an eval) runs in this process, as the CLI
+(`run_cli`): a child's start-up would test nothing more."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import ROOT, TESTS
+from conftest import ROOT, TESTS, run_cli
 
 from jaxppo import load_checkpoint
 from jaxppo.cli import main
@@ -30,19 +31,29 @@ def child(argv, extra_env=None, timeout=600):
                           env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize("check", ["seeds", "envs_math", "envs_learns", "recurrent"])
-def test_sharded_checks(check):
-    p = child([os.path.join(TESTS, "sharded_checks.py"), check])
-    assert p.returncode == 0 and f"OK {check}" in p.stdout, p.stderr[-3000:]
+CHECKS = ["seeds", "envs_math", "envs_learns", "recurrent"]
+
+
+@pytest.fixture(scope="module")
+def sharded_checks():
+    """Every check of `sharded_checks.py` in one child on 4 devices (one start-up, not one per
+    check); each says OK or FAIL on its own line, a failure's traceback on stderr."""
+    return child([os.path.join(TESTS, "sharded_checks.py"), *CHECKS])
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_sharded_checks(sharded_checks, check):
+    p = sharded_checks
+    assert f"OK {check}" in p.stdout.splitlines(), (p.returncode, p.stdout, p.stderr[-3000:])
 
 
 def jaxppo_cli(*args, extra_env=FOUR):
     return child(["-m", "jaxppo.cli", *args], extra_env)
 
 
-def test_cli_env_sharded_run_stops_and_resumes_on_other_device_counts(tmp_path):
+def test_cli_env_sharded_run_stops_and_resumes_on_other_device_counts(tmp_path, capsys):
     """SIGTERM an env-sharded run on 4 devices mid-way; its checkpoint (global arrays)
-    continues on 2 devices and on 1."""
+    continues on 2 devices (a child with 4) and on 1 (this process, which has 1)."""
     import shutil
     import signal
 
@@ -66,14 +77,19 @@ def test_cli_env_sharded_run_stops_and_resumes_on_other_device_counts(tmp_path):
     for devices in ("2", None):
         copy = os.path.join(logdir, f"resume-{devices}")
         shutil.copytree(run, copy)
-        extra = [] if devices is None else ["--devices", devices, "--shard", "envs"]
-        p = jaxppo_cli("train", "--resume", copy, "--no-progress", *extra)
-        assert p.returncode == 0, p.stderr[-3000:]
+        if devices is None:
+            code, err = run_cli(capsys, ["train", "--resume", copy, "--no-progress"])
+            assert code == 0, err[-30:]
+        else:
+            p = jaxppo_cli("train", "--resume", copy, "--no-progress", "--devices", devices,
+                           "--shard", "envs")
+            assert p.returncode == 0, p.stderr[-3000:]
         assert load_checkpoint(copy).update == 512
         rows = open(os.path.join(copy, "metrics.csv")).read().splitlines()
         assert len(rows) == 1 + 2 * 512  # the log continues where it stopped
-    p = child(["-m", "jaxppo.cli", "eval", run, "--episodes", "2"])
-    assert p.returncode == 0 and "return" in p.stdout, p.stderr[-3000:]
+    capsys.readouterr()
+    assert main(["eval", run, "--episodes", "2"]) == 0
+    assert "return" in capsys.readouterr().out
 
 
 def free_port() -> int:

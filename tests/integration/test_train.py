@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, compile_exactly
 
 from jaxppo import Hparams, PPOConfig, make_train
 from jaxppo.core.metrics import METRIC_NAMES
@@ -58,16 +58,27 @@ def test_same_key_gives_identical_params(tiny, keys):
     assert any(not np.array_equal(x, y) for x, y in zip(leaves_a, leaves_c, strict=False))
 
 
-@pytest.mark.exact
-def test_vmapped_seeds_equal_seeds_run_alone(tiny, keys):
+@pytest.fixture(scope="module")
+def exact_runs(tiny, keys):
+    """The seeds vmapped and each alone, compiled as the `exact` tests compare them (XLA's
+    emitters): the vmap test and the chunks test compare against these, so the lone program
+    is compiled once for both."""
     _, train_j, train_v = tiny
-    batched = train_v(keys)
+    with pytest.MonkeyPatch.context() as mp:
+        compile_exactly(mp)
+        runs = train_v(keys), [train_j(k) for k in keys]
+    jax.clear_caches()  # nothing compiled here is reused under the suite's options
+    return runs
+
+
+@pytest.mark.exact
+def test_vmapped_seeds_equal_seeds_run_alone(exact_runs, keys):
+    batched, alone = exact_runs
     for i in range(len(keys)):
-        alone = train_j(keys[i])
         one = jax.tree.map(lambda x, i=i: x[i], batched)
-        assert_trees_close(one.train_state.params, alone.train_state.params)
+        assert_trees_close(one.train_state.params, alone[i].train_state.params)
         np.testing.assert_allclose(one.metrics["episodic_return"],
-                                   alone.metrics["episodic_return"], rtol=1e-5)
+                                   alone[i].metrics["episodic_return"], rtol=1e-5)
 
 
 @pytest.mark.parametrize("swept", [False, True])
@@ -130,9 +141,9 @@ def test_nothing_retraces(tiny_config, keys):
 
 
 @pytest.mark.exact
-def test_chunked_run_equals_whole_run(tiny, tiny_config, keys):
-    train, train_j, _ = tiny
-    whole = train_j(keys[0])
+def test_chunked_run_equals_whole_run(tiny, exact_runs, keys):
+    train = tiny[0]
+    whole = exact_runs[1][0]  # keys[0]'s run, one program
     runner = jax.jit(train.init)(keys[0])
     run_chunk = jax.jit(train.run, static_argnums=2)
     metrics = []
