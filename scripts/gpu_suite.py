@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxppo import Experiment, PPOConfig, estimate_memory, load_config
+from jaxppo._xla import setup_compilation_cache
 from jaxppo.machine import describe, peak_device_bytes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -257,7 +258,7 @@ def part_atari(report: Report, tiny: bool, max_steps: int | None = None) -> None
             cfg = dataclasses.replace(cfg, total_timesteps=min(steps, max_steps or steps))
             if tiny:
                 cfg = dataclasses.replace(cfg, num_envs=4, num_steps=16, num_minibatches=2,
-                                          update_epochs=1, total_timesteps=128)
+                                          update_epochs=1, total_timesteps=64)  # one update
         except Exception as e:  # noqa: BLE001 - a missing extra or config is a row, not a crash
             report.add(part="atari", what=name, note=f"skipped: {str(e)[:160]}")
             continue
@@ -333,7 +334,9 @@ def part_purejaxrl(report: Report, tiny: bool, path: str | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {','.join(PARTS)}")
-    p.add_argument("--tiny", action="store_true", help="toy sizes (CPU): proves every part runs")
+    p.add_argument("--tiny", action="store_true",
+                   help="toy sizes (CPU): proves every part runs (with the persistent "
+                        "compilation cache on: a program compiled before is read back)")
     p.add_argument("--one-row", action="store_true",
                    help="the first row of each part only (with --tiny: the quickest check)")
     p.add_argument("--one-process", action="store_true",
@@ -361,6 +364,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     global ONE_ROW
     ONE_ROW = args.one_row
+    if args.tiny:  # a check that every part runs: a program another row compiled is read back
+        setup_compilation_cache()
     report = Report(args.out)
     print("| " + " | ".join(COLUMNS) + " |", flush=True)
     for part in parts:
