@@ -224,8 +224,8 @@ def budget(argv: list[str]) -> list[str]:
     extra = ["--set", f"total_timesteps={config.batch_size * UPDATES}", "--no-progress"]
     if argv[0] == "sweep":
         extra += ["--no-tensorboard"]
-        if "pbt" in argv or "halving" in argv:  # their schedules need more than two updates
-            extra[1] = f"total_timesteps={config.batch_size * 24}"
+        if "pbt" in argv or "halving" in argv:  # their schedules need more than two updates:
+            extra[1] = f"total_timesteps={config.batch_size * 12}"  # PBT steps at 4 and 8
             if "--interval" in argv:
                 argv[argv.index("--interval") + 1] = "4"
     return extra
