@@ -133,10 +133,11 @@ ONE_ROW = False
 
 
 def run_row(report: Report, part: str, what: str, config: PPOConfig, agents: int,
-            note: str = "") -> None:
+            note: str = "", partner: bool = False) -> None:
     """One `Experiment` (no files), and its row (none after the part's first under
-    `--one-row`)."""
-    if ONE_ROW and any(r["part"] == part and r["sps"] is not None for r in report.rows):
+    `--one-row`, unless it is the `partner` of the row before it: PureJaxRL's jaxppo row)."""
+    if ONE_ROW and not partner and any(r["part"] == part and r["sps"] is not None
+                                       for r in report.rows):
         return
     est = estimate_memory(config, agents, metrics_updates=None).total / 2**30
     t0 = time.perf_counter()
@@ -328,7 +329,9 @@ def part_purejaxrl(report: Report, tiny: bool, path: str | None) -> None:
                    num_envs=cfg.num_envs, env_steps=cfg.env_steps, compile_s=compile_s,
                    run_s=run_s, sps=n * cfg.env_steps / run_s,
                    final_return=float(jnp.mean(ret[:, -1])), peak_mem_gib=peak_gib())
-        run_row(report, "purejaxrl", "jaxppo, same config", cfg, n)
+        run_row(report, "purejaxrl", "jaxppo, same config", cfg, n, partner=True)
+        if ONE_ROW:
+            break
 
 
 def main(argv: list[str] | None = None) -> None:
