@@ -38,7 +38,7 @@ import jax
 import numpy as np
 
 from jaxppo import Experiment, PPOConfig, load_config, make_train
-from jaxppo._xla import FLAG, compiler_options
+from jaxppo._xla import FLAG, compiler_options, setup_compilation_cache
 from jaxppo.config.load import parse_overrides
 from jaxppo.core.rollout import RolloutSettings, rollout
 from jaxppo.machine import describe
@@ -277,7 +277,8 @@ def bench_memory(cfg: PPOConfig) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--config", default=os.path.join(ROOT, "configs", "cartpole.yaml"))
-    p.add_argument("--quick", action="store_true", help="tiny budgets (CI smoke run)")
+    p.add_argument("--quick", action="store_true", help="tiny budgets, the compilation cache on "
+                   "(CI smoke run)")
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--only", default="seeds,envs,split,logging,dtype,memory")
     p.add_argument("--out", default=None, help="also write the Markdown here")
@@ -319,6 +320,7 @@ def main() -> None:
     cfg = load_config(args.config)
     only = set(args.only.split(","))
     if args.quick:
+        setup_compilation_cache()  # a smoke run: a program another section compiled is read back
         cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 4, hidden_sizes=(16,))
         seeds, envs, repeats = [1, 2], [4, 8], args.repeats or 1
     else:

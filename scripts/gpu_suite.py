@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxppo import Experiment, PPOConfig, estimate_memory, load_config
+from jaxppo._xla import setup_compilation_cache
 from jaxppo.machine import describe, peak_device_bytes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -132,10 +133,11 @@ ONE_ROW = False
 
 
 def run_row(report: Report, part: str, what: str, config: PPOConfig, agents: int,
-            note: str = "") -> None:
+            note: str = "", partner: bool = False) -> None:
     """One `Experiment` (no files), and its row (none after the part's first under
-    `--one-row`)."""
-    if ONE_ROW and any(r["part"] == part and r["sps"] is not None for r in report.rows):
+    `--one-row`, unless it is the `partner` of the row before it: PureJaxRL's jaxppo row)."""
+    if ONE_ROW and not partner and any(r["part"] == part and r["sps"] is not None
+                                       for r in report.rows):
         return
     est = estimate_memory(config, agents, metrics_updates=None).total / 2**30
     t0 = time.perf_counter()
@@ -257,7 +259,7 @@ def part_atari(report: Report, tiny: bool, max_steps: int | None = None) -> None
             cfg = dataclasses.replace(cfg, total_timesteps=min(steps, max_steps or steps))
             if tiny:
                 cfg = dataclasses.replace(cfg, num_envs=4, num_steps=16, num_minibatches=2,
-                                          update_epochs=1, total_timesteps=128)
+                                          update_epochs=1, total_timesteps=64)  # one update
         except Exception as e:  # noqa: BLE001 - a missing extra or config is a row, not a crash
             report.add(part="atari", what=name, note=f"skipped: {str(e)[:160]}")
             continue
@@ -327,13 +329,17 @@ def part_purejaxrl(report: Report, tiny: bool, path: str | None) -> None:
                    num_envs=cfg.num_envs, env_steps=cfg.env_steps, compile_s=compile_s,
                    run_s=run_s, sps=n * cfg.env_steps / run_s,
                    final_return=float(jnp.mean(ret[:, -1])), peak_mem_gib=peak_gib())
-        run_row(report, "purejaxrl", "jaxppo, same config", cfg, n)
+        run_row(report, "purejaxrl", "jaxppo, same config", cfg, n, partner=True)
+        if ONE_ROW:
+            break
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated: {','.join(PARTS)}")
-    p.add_argument("--tiny", action="store_true", help="toy sizes (CPU): proves every part runs")
+    p.add_argument("--tiny", action="store_true",
+                   help="toy sizes (CPU): proves every part runs (with the persistent "
+                        "compilation cache on: a program compiled before is read back)")
     p.add_argument("--one-row", action="store_true",
                    help="the first row of each part only (with --tiny: the quickest check)")
     p.add_argument("--one-process", action="store_true",
@@ -361,6 +367,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     global ONE_ROW
     ONE_ROW = args.one_row
+    if args.tiny:  # a check that every part runs: a program another row compiled is read back
+        setup_compilation_cache()
     report = Report(args.out)
     print("| " + " | ".join(COLUMNS) + " |", flush=True)
     for part in parts:

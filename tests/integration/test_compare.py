@@ -127,7 +127,7 @@ def test_solve_rule_needs_the_window_and_every_seed():
 
 def test_compare_runs_end_to_end(tmp_path, capsys):
     out = tmp_path / "cmp"
-    argv = ["compare", "--config", CARTPOLE, "--steps", "1024", "--repeats", "1", "--seeds", "2",
+    argv = ["compare", "--config", CARTPOLE, "--steps", "256", "--repeats", "1", "--seeds", "2",
             "--set", "num_envs=4", "--set", "num_steps=32", "--set", "hidden_sizes=[16, 16]",
             "--out", str(out)]
     assert main(argv) == 0

@@ -108,15 +108,16 @@ def make_train(config):
 def test_gpu_suite_runs_purejaxrl_through_its_shim(tmp_path):
     """`--purejaxrl PATH`: a checkout's ppo.py runs beside jaxppo, with gymnax 1.0's step and
     without distrax (here a stand-in with ppo.py's interface; no checkout can be fetched).
-    Two parts, each in a process of its own (the default), their rows in one report."""
+    Two parts, each in a process of its own (the default), their rows in one report; each
+    part's first row (`--one-row`: PureJaxRL's first is a pair, its row and jaxppo's)."""
     (tmp_path / "purejaxrl").mkdir()
     (tmp_path / "purejaxrl" / "ppo.py").write_text(STUB_PPO)
-    out = run("scripts/gpu_suite.py", "--tiny", "--parts", "agents,purejaxrl",
+    out = run("scripts/gpu_suite.py", "--tiny", "--one-row", "--parts", "agents,purejaxrl",
               "--purejaxrl", str(tmp_path), "--out", str(tmp_path / "suite"))
     assert "| purejaxrl | PureJaxRL ppo.py (shimmed) | 1 |" in out
     assert "| purejaxrl | jaxppo, same config | 1 |" in out
     rows = json.load(open(tmp_path / "suite.json"))["rows"]
-    assert [r["part"] for r in rows] == ["agents"] * 2 + ["purejaxrl"] * 2, rows
+    assert [r["part"] for r in rows] == ["agents", "purejaxrl", "purejaxrl"], rows
 
 
 def test_benchmark_runs_one_seed_as_each_projects_users_do(tmp_path):
