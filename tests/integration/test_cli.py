@@ -1,4 +1,7 @@
-"""CLI smoke runs, the run directory contract, live progress, resume and bad checkpoints."""
+"""CLI smoke runs, the run directory contract, live progress, resume and bad checkpoints.
+
+Most tests read one of two runs trained once for the module (`two_seeds`, `one_seed`); a test
+that writes into a run (eval writes eval.json) works on its own copy."""
 
 import contextlib
 import csv
@@ -6,6 +9,7 @@ import glob
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +18,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, compile_exactly
 
 from jaxppo import load_checkpoint
 from jaxppo.cli import main
@@ -35,10 +39,38 @@ def train(tmp_path, *extra, name="run"):
     return code, os.path.join(str(tmp_path), name)
 
 
-def test_train_writes_the_run_directory(tmp_path, capsys):
-    code, run = train(tmp_path, "--seeds", "2")
+def _train_once(tmp, *extra, exact=False):
+    """`train` in a module fixture: (run dir, what it printed)."""
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        if exact:
+            compile_exactly(mp)
+        code, run = train(tmp, *extra)
     assert code == 0
-    out = capsys.readouterr().out
+    return run, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def two_seeds(tmp_path_factory):
+    """A 2-seed run, compiled as `test_resume_after_sigint_equals_uninterrupted` (exact)
+    compares against it: (run dir, what the CLI printed). Never written to."""
+    return _train_once(tmp_path_factory.mktemp("two"), "--seeds", "2", exact=True)
+
+
+@pytest.fixture(scope="module")
+def one_seed(tmp_path_factory):
+    """A 1-seed run (run dir): a test that evaluates it (eval writes eval.json) copies it."""
+    return _train_once(tmp_path_factory.mktemp("one"))[0]
+
+
+def copy_of(run: str, tmp_path) -> str:
+    dst = str(tmp_path / "copy")
+    shutil.copytree(run, dst)
+    return dst
+
+
+def test_train_writes_the_run_directory(two_seeds):
+    run, out = two_seeds
     assert "final return:" in out
     for f in ("config.yaml", "metrics.csv", "curve.png", "summary.json",
               "checkpoint/checkpoint.msgpack"):
@@ -76,9 +108,8 @@ def read_scalars(event_dir):
     return out
 
 
-def test_tensorboard_tags_are_cleanrls(tmp_path):
-    code, run = train(tmp_path, "--seeds", "2")
-    assert code == 0
+def test_tensorboard_tags_are_cleanrls(two_seeds):
+    run, _ = two_seeds
     dirs = sorted(glob.glob(os.path.join(run, "tb", "seed_*")))
     assert [os.path.basename(d) for d in dirs] == ["seed_0", "seed_1"]
     scalars = read_scalars(dirs[1])
@@ -97,14 +128,16 @@ def test_tensorboard_tags_are_cleanrls(tmp_path):
     assert len(scalars["charts/SPS"]) == 24 and "losses/old_approx_kl" in tags
 
 
-def test_progress_appears_while_running(tmp_path):
-    cmd = [sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE,
-           "--set", "total_timesteps=204800", "--set", "num_envs=4", "--set", "num_steps=16",
-           "--set", "hidden_sizes=[16]", "--logdir", str(tmp_path), "--run-name", "p"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+def test_progress_appears_while_running(tmp_path, capsys):
+    """In this process: each progress line's own clock (t=) says when it came, so a child
+    process (its start-up) adds nothing to what is checked."""
+    capsys.readouterr()
+    code = main(["train", "--config", CARTPOLE, "--set", "total_timesteps=204800",
+                 "--set", "num_envs=4", "--set", "num_steps=16", "--set", "hidden_sizes=[16]",
+                 "--logdir", str(tmp_path), "--run-name", "p"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("[")]
     assert len(lines) >= 10
     times = [float(line.rsplit("t=", 1)[1].rstrip("s")) for line in lines]
     steps = [int(line.split("steps ")[1].split(" ")[0].replace(",", "")) for line in lines]
@@ -158,9 +191,8 @@ def test_sweep(tmp_path, capsys):
     assert os.path.isfile(os.path.join(tmp_path, "s", "sweep.png"))
 
 
-def test_eval(tmp_path, capsys):
-    code, run = train(tmp_path)
-    assert code == 0
+def test_eval(one_seed, tmp_path, capsys):
+    run = copy_of(one_seed, tmp_path)
     capsys.readouterr()
     assert main(["eval", run, "--episodes", "5"]) == 0
     assert "over 5 episodes" in capsys.readouterr().out
@@ -182,11 +214,13 @@ def test_eval_gif_minatar(tmp_path, capsys):
     assert img.format == "GIF" and img.n_frames > 1
 
 
-def test_eval_gif_without_renderer_says_how_to_install(tmp_path, capsys, monkeypatch):
+def test_eval_gif_without_renderer_says_how_to_install(one_seed, tmp_path, capsys,
+                                                        monkeypatch):
     """Asked before evaluating: one line, exit 2, nothing played or written (it used to
     evaluate, write eval.json, then exit 1)."""
     monkeypatch.setitem(sys.modules, "pygame", None)  # as without the render extra
-    _, run = train(tmp_path)
+    run = copy_of(one_seed, tmp_path)
+    assert not os.path.exists(os.path.join(run, "eval.json"))  # so the last check can fail
     capsys.readouterr()
     assert main(["eval", run, "--episodes", "1", "--gif", str(tmp_path / "x.gif")]) == 2
     out, err = capsys.readouterr()
@@ -196,8 +230,8 @@ def test_eval_gif_without_renderer_says_how_to_install(tmp_path, capsys, monkeyp
     assert not os.path.exists(tmp_path / "x.gif")
 
 
-def test_eval_gif_classic_control(tmp_path, capfd):
-    _, run = train(tmp_path)
+def test_eval_gif_classic_control(one_seed, tmp_path, capfd):
+    run = copy_of(one_seed, tmp_path)
     gif = str(tmp_path / "cartpole.gif")
     assert main(["eval", run, "--episodes", "1", "--gif", gif]) == 0
     from PIL import Image
@@ -208,9 +242,9 @@ def test_eval_gif_classic_control(tmp_path, capfd):
     assert "ALSA" not in err and "XDG_RUNTIME_DIR" not in err  # SDL's dummy drivers
 
 
-def test_eval_gif_that_cannot_be_written_is_the_paths_fault_exit_2(tmp_path, capsys,
+def test_eval_gif_that_cannot_be_written_is_the_paths_fault_exit_2(one_seed, tmp_path, capsys,
                                                                     monkeypatch):
-    _, run = train(tmp_path)
+    run = copy_of(one_seed, tmp_path)
     for flag in ("--gif", "--html"):  # an empty path is bad input, not "no picture"
         capsys.readouterr()
         assert main(["eval", run, "--episodes", "1", flag, ""]) == 2
@@ -233,20 +267,18 @@ def test_eval_gif_that_cannot_be_written_is_the_paths_fault_exit_2(tmp_path, cap
                    "free some disk space"], err
 
 
-def test_load_checkpoint_api(tmp_path):
-    _, run = train(tmp_path, "--seeds", "3")
-    ckpt = load_checkpoint(run)
-    assert ckpt.config.num_steps == 16 and ckpt.update == 24 and ckpt.num_runs == 3
+def test_load_checkpoint_api(two_seeds, one_seed):
+    ckpt = load_checkpoint(two_seeds[0])
+    assert ckpt.config.num_steps == 16 and ckpt.update == 24 and ckpt.num_runs == 2
     kernel = ckpt.train_state.params["params"]["actor"]["Dense_0"]["kernel"]
-    assert kernel.shape == (3, 4, 16)  # leading axis = seed
-    one = load_checkpoint(train(tmp_path, name="one")[1])
+    assert kernel.shape == (2, 4, 16)  # leading axis = seed
+    one = load_checkpoint(one_seed)
     assert one.train_state.params["params"]["actor"]["Dense_0"]["kernel"].shape == (4, 16)
 
 
 @pytest.mark.exact
-def test_resume_after_sigint_equals_uninterrupted(tmp_path, monkeypatch, capsys):
-    code, whole = train(tmp_path, "--seeds", "2", name="whole")
-    assert code == 0
+def test_resume_after_sigint_equals_uninterrupted(two_seeds, tmp_path, monkeypatch, capsys):
+    whole, _ = two_seeds
 
     # Send a real SIGINT to ourselves after the first chunk is logged.
     from jaxppo.run.logs.csv_logger import CsvLogger

@@ -215,10 +215,11 @@ def test_a_refused_save_never_deletes_a_run_that_has_logged(tmp_path, monkeypatc
 
 @pytest.mark.exact
 def test_any_number_of_updates_chunks_with_a_remainder(whole):
-    """24 updates in chunks of 5: 5, 5, 5, 5, 4 (two programs), equal to the unbroken run."""
+    """24 updates in chunks of 9: 9, 9, 6 (two programs), equal to the unbroken run. The
+    remainder, 6, is `whole`'s chunk: its program is read back from the cache, one compile."""
     events = []
-    result = experiment(chunk_updates=5, callbacks=[events.append]).run()
-    assert [e.update for e in events] == [5, 10, 15, 20, 24]
+    result = experiment(chunk_updates=9, callbacks=[events.append]).run()
+    assert [e.update for e in events] == [9, 18, 24]
     np.testing.assert_array_equal(result.metrics["policy_loss"], whole[0].metrics["policy_loss"])
 
 
@@ -323,7 +324,8 @@ def test_cli_eval_equals_the_python_evaluate(whole, capsys):
 
 
 def test_progress_says_compiling_then_one_speed(capsys):
-    experiment(progress=True, seeds=1).run()
+    """Two seeds, as `test_no_logdir_writes_nothing`'s run: the same programs, compiled once."""
+    experiment(progress=True).run()
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "compiling ..." and out[1].startswith("compiled in ")
     assert all(line.count("SPS") == 1 for line in out[2:]) and len(out) == 2 + 4
@@ -362,11 +364,16 @@ def test_donating_the_runner_state_changes_nothing_but_memory(tmp_path, whole):
     Experiment.resume(run, progress=False, donate=True)
     assert_same_run(whole[1], run)
 
+    from jaxppo._xla import compiler_options
     from jaxppo.run.placement import LocalPlacement
 
+    # Lowered and compiled as the run's driver does (init's output as the template, its
+    # options): the programs `whole` and the donating run compiled, read back from the cache.
     placement = LocalPlacement(CONFIG)
     inputs = placement.place_inputs(jax.random.split(jax.random.key(0), 2), None)
-    template = jax.eval_shape(placement.init_program(inputs), *inputs)
-    aliased = {d: placement.run_program(inputs, CHUNK, donate=d).lower(template, None).compile()
-               .memory_analysis().alias_size_in_bytes for d in (False, True)}
+    template = placement.init_program(inputs).lower(*inputs).out_info
+    options = compiler_options(jax.default_backend())
+    aliased = {d: placement.run_program(inputs, CHUNK, donate=d).lower(template, None)
+               .compile(compiler_options=options).memory_analysis().alias_size_in_bytes
+               for d in (False, True)}
     assert aliased[False] == 0 and aliased[True] > 0

@@ -93,7 +93,8 @@ def record(policy, steps: int = 10, envs: int = 100, seed: int = 0) -> dict:
     env = VecEnv.from_config(policy.config, envs)
     network = make_network(policy.config, env)
     ts = policy.train_state
-    obs, state = env.reset(jax.random.key(seed))
+    reset, step_envs = jax.jit(env.reset), jax.jit(env.step)  # one program each, not one per op
+    obs, state = reset(jax.random.key(seed))
     carry = policy.initial_state(envs) if policy.recurrent else None
     rows = []
     for t in range(steps):
@@ -112,7 +113,7 @@ def record(policy, steps: int = 10, envs: int = 100, seed: int = 0) -> dict:
         row["action"] = np.asarray(action)
         row["dist"] = np.asarray(dist.mean if env.action_low is not None else dist.logits)
         rows.append(row)
-        state, step = env.step(jax.random.fold_in(jax.random.key(seed + 1), t), state, action)
+        state, step = step_envs(jax.random.fold_in(jax.random.key(seed + 1), t), state, action)
         obs = step.obs
     return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
@@ -184,10 +185,12 @@ def pbt_member(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def halving_member(tmp_path_factory):
-    """A halving sweep of 4 agents (eta 2); the first agent stopped at a rung is exported."""
-    run = swept(tmp_path_factory, "halving", ["--search", "halving", "--trials", "4", "--eta",
-                                              "2"], updates=24)
-    policies = [load_policy(run, i) for i in range(4)]
+    """A halving sweep of 2 agents (eta 2): one stopped at the first rung, which is exported.
+    Two agents are the fewest with a stopped one; more rungs would compile more programs and
+    stop agents the same way."""
+    run = swept(tmp_path_factory, "halving", ["--search", "halving", "--trials", "2", "--eta",
+                                              "2"])
+    policies = [load_policy(run, i) for i in range(2)]
     stopped = [p.seed for p in policies if p.trained_updates < p.update]
     assert stopped, [p.trained_updates for p in policies]
     return run, stopped[0]
@@ -322,19 +325,26 @@ def untrained(tmp_path, overrides: dict):
     neither can hide), saved as a checkpoint: the policy, its env and network."""
     config = PPOConfig(**{**TINY, **overrides})
     train = make_train(config)
-    runner = jax.vmap(train.init)(jax.random.split(jax.random.key(0), 1))
-    ts = runner.train_state
-    leaves, tree = jax.tree.flatten(ts.params)
-    keys = jax.random.split(jax.random.key(1), len(leaves))
-    scale = lambda x: 1 / np.sqrt(np.prod(x.shape[:-1])) if x.ndim > 1 else 0.3  # O(1) units
-    params = jax.tree.unflatten(tree, [x + scale(x) * jax.random.normal(k, x.shape)
-                                       for x, k in zip(leaves, keys, strict=True)])
-    shape = ts.normalizer.obs.mean.shape
-    rms = RunningMeanStd(50 * jax.random.normal(jax.random.key(2), shape),
-                         jax.random.uniform(jax.random.key(3), shape, minval=1.0, maxval=900.0),
-                         jnp.ones((1,)))
-    ts = ts._replace(params=params, normalizer=ts.normalizer._replace(obs=rms))
-    save_checkpoint(str(tmp_path), runner._replace(train_state=ts), config, 0, 1)
+
+    @jax.jit  # the whole setup as one program: run op by op, it compiles each op on its own
+    def perturbed(seeds):
+        runner = jax.vmap(train.init)(seeds)
+        ts = runner.train_state
+        leaves, tree = jax.tree.flatten(ts.params)
+        keys = jax.random.split(jax.random.key(1), len(leaves))
+        scale = lambda x: 1 / np.sqrt(np.prod(x.shape[:-1])) if x.ndim > 1 else 0.3  # O(1)
+        params = jax.tree.unflatten(tree, [x + scale(x) * jax.random.normal(k, x.shape)
+                                           for x, k in zip(leaves, keys, strict=True)])
+        shape = ts.normalizer.obs.mean.shape
+        rms = RunningMeanStd(50 * jax.random.normal(jax.random.key(2), shape),
+                             jax.random.uniform(jax.random.key(3), shape, minval=1.0,
+                                                maxval=900.0),
+                             jnp.ones((1,)))
+        ts = ts._replace(params=params, normalizer=ts.normalizer._replace(obs=rms))
+        return runner._replace(train_state=ts)
+
+    runner = perturbed(jax.random.split(jax.random.key(0), 1))
+    save_checkpoint(str(tmp_path), runner, config, 0, 1)
     return load_policy(tmp_path), train.env
 
 
@@ -345,7 +355,7 @@ def test_every_policy_family_exports(family, tmp_path):
     both formats act as `act` does, deterministic and sampled."""
     policy, env = untrained(tmp_path, FAMILIES[family])
     b = 16
-    obs, _ = VecEnv.from_config(policy.config, b).reset(jax.random.key(4))
+    obs, _ = jax.jit(VecEnv.from_config(policy.config, b).reset)(jax.random.key(4))
     obs = np.asarray(obs)
     feed = {"obs": obs}
     mask = None
@@ -415,7 +425,7 @@ def test_bad_input_is_one_line(cartpole, tmp_path, capsys, monkeypatch):
         export_policy(tmp_path / "nowhere", "jax")
     # a sweep keeps training past a diverged agent and checkpoints its NaN parameters
     config = PPOConfig(env_id="CartPole-v1", **TINY)
-    runner = jax.vmap(make_train(config).init)(jax.random.split(jax.random.key(0), 2))
+    runner = jax.jit(jax.vmap(make_train(config).init))(jax.random.split(jax.random.key(0), 2))
     runner = runner._replace(train_state=runner.train_state._replace(params=jax.tree.map(
         lambda x: x.at[1].set(jnp.nan), runner.train_state.params)))
     (tmp_path / "sweep").mkdir()

@@ -373,10 +373,12 @@ def test_a_second_ctrl_c_inside_a_host_env_step_stops_at_once_in_one_line(tmp_pa
 @pytest.mark.filterwarnings("ignore:os.fork", "ignore::UserWarning")  # the worker's error
 @pytest.mark.parametrize("how", ["finished", "stopped", "failed"])
 def test_the_async_pool_is_closed_however_the_run_ends(how):
+    """Two envs, so two worker processes to start and close (four updates, as the others')."""
     gymnasium.register("test/FailAsync-v0", entry_point=Walk, max_episode_steps=6,
                        kwargs={"fail_at": 20})
     env_id = "gymnasium/test/FailAsync-v0" if how == "failed" else WALK
-    config = walk_config(env_id=env_id, env_kwargs={"vectorization": "async"})
+    config = walk_config(env_id=env_id, env_kwargs={"vectorization": "async"}, num_envs=2,
+                         total_timesteps=2 * 8 * 4)
     exp = Experiment(config, logdir=None, progress=False, chunk_updates=1,
                      callbacks=[lambda e: how != "stopped" or e.update < 2])
     if how == "failed":

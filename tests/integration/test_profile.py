@@ -2,6 +2,8 @@
 program, on this CPU or compiled for a GPU this machine does not have; and what it refuses in
 one line."""
 
+import importlib.util
+import os
 import subprocess
 import sys
 
@@ -32,15 +34,19 @@ def table_rows(out: str) -> list[list[str]]:
 
 
 @pytest.mark.exact
-def test_profile_command_on_this_cpu_walks_the_update_scan():
+def test_profile_command_on_this_cpu_walks_the_update_scan(capsys, monkeypatch):
     """The update scan (num_updates trips) holds the rollout and GAE scans (num_steps trips)
-    and the epoch scan (update_epochs)."""
-    proc = cli("profile", "--config", "configs/cartpole.yaml")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = table_rows(proc.stdout)
+    and the epoch scan (update_epochs). The command runs in this process (the CPU target
+    needs no fresh one: the GPU targets' tests start theirs)."""
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    code = main(["profile", "--config", "configs/cartpole.yaml"])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    rows = table_rows(out)
     assert [int(r[2]) for r in rows[:2]] == [976, 128] and 4 in [int(r[2]) for r in rows]
     assert rows[0][1] == "0" and "rollout.py" in rows[1][0]
-    assert "per update: **" in proc.stdout and "this CPU" in proc.stdout
+    assert "per update: **" in out and "this CPU" in out
 
 
 def test_profile_config_in_python_and_its_minibatch_part():
@@ -131,10 +137,17 @@ def test_profile_of_a_host_env_for_a_gpu_is_one_line():
     assert proc.returncode == 0 and "1 seeds by vmap" in proc.stdout, proc.stderr[-2000:]
 
 
-def test_kernels_script_profiles_jaxppo_alone_without_purejaxrl():
+def test_kernels_script_profiles_jaxppo_alone_without_purejaxrl(capsys, monkeypatch):
     """The benchmark driver that puts PureJaxRL's ppo.py beside jaxppo (scripts/kernels.py):
-    without a checkout, jaxppo's table alone."""
-    proc = subprocess.run([sys.executable, "scripts/kernels.py", *TINY], capture_output=True,
-                          text=True, cwd=ROOT, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.count("#### ") == 1 and "jaxppo make_train on this CPU" in proc.stdout
+    without a checkout, jaxppo's table alone. Its `main`, run in this process (a CPU target
+    needs no fresh one)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts scripts/ on it
+    spec = importlib.util.spec_from_file_location(
+        "_kernels_script", os.path.join(ROOT, "scripts", "kernels.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    capsys.readouterr()
+    script.main(TINY)
+    out = capsys.readouterr().out
+    assert out.count("#### ") == 1 and "jaxppo make_train on this CPU" in out

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -110,16 +111,42 @@ def test_a_group_s_agents_evaluate_and_load(cli_sweep, capsys):
     assert code == 2 and len(err) == 1 and "jaxppo eval " + run_dir + "/000_" in err[0], err
 
 
+@pytest.fixture(scope="module")
+def stopped_sweep(tmp_path_factory):
+    """The sweep of `GRID` stopped at update 3 of its second static setting, compiled as the
+    exact resume test compares against it: (run dir, the stopped sweep's table, the compiles
+    it took). Never written to: each test copies it (`copy_of`)."""
+    tmp = tmp_path_factory.mktemp("stopped")
+    calls = []
+    real = Driver.compile
+
+    def counted(self, *args, **kwargs):
+        calls.append(self.num_runs)
+        return real(self, *args, **kwargs)
+
+    stop = lambda e: not (e.info.config.num_minibatches == 2 and e.update >= 3)  # noqa: E731
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Driver, "compile", counted)
+        compile_exactly(mp)
+        stopped = sweep(config(), GRID, seed=0, logdir=str(tmp), run_name="api",
+                        progress=False, tensorboard=False, checkpoint_every=1, callbacks=[stop])
+    return os.path.join(str(tmp), "api"), stopped, calls
+
+
+def copy_of(run_dir: str, tmp_path) -> str:
+    dst = os.path.join(str(tmp_path), os.path.basename(run_dir))
+    shutil.copytree(run_dir, dst)
+    return dst
+
+
 @pytest.mark.exact
-def test_resume_after_a_stop_in_the_middle_group(cli_sweep, tmp_path, compiles):
+def test_resume_after_a_stop_in_the_middle_group(cli_sweep, stopped_sweep, tmp_path, compiles):
     """Stopped at update 3 of the second static setting: the resume skips the first (no
     compile, its files untouched), resumes the second, starts the third, and its table
     equals the uninterrupted sweep's."""
-    stop = lambda e: not (e.info.config.num_minibatches == 2 and e.update >= 3)  # noqa: E731
-    stopped = sweep(config(), GRID, seed=0, logdir=str(tmp_path), run_name="api",
-                    progress=False, tensorboard=False, checkpoint_every=1, callbacks=[stop])
-    run_dir = os.path.join(str(tmp_path), "api")
-    assert compiles == [2, 2]
+    original, stopped, calls = stopped_sweep
+    run_dir = copy_of(original, tmp_path)
+    assert calls == [2, 2]
     assert stopped.result.status == "stopped" and stopped.summary["status"] == "stopped"
     assert not os.path.exists(os.path.join(run_dir, "sweep.csv"))
     first = os.path.join(run_dir, "000_num_minibatches=1", "checkpoint", "checkpoint.msgpack")
@@ -163,13 +190,11 @@ def test_each_setting_reports_its_own_update_count(tmp_path):
      ["000_num_minibatches=1: total_timesteps", "not what the group trained with"]),
     (lambda plan: plan.update(seed=7), ["its checksum fails"]),
 ], ids=["config", "seed"])
-def test_an_edited_plan_is_refused_on_resume(tmp_path, capsys, edit, words):
+def test_an_edited_plan_is_refused_on_resume(stopped_sweep, tmp_path, capsys, edit, words):
     """Reproduction (issue #36): static_sweep.json edited (a group's total_timesteps) was
-    resumed, and groups trained to different lengths were ranked in one table."""
-    stop = lambda e: not (e.info.config.num_minibatches == 2 and e.update >= 3)  # noqa: E731
-    sweep(config(), GRID, seed=0, logdir=str(tmp_path), run_name="api", progress=False,
-          tensorboard=False, checkpoint_every=1, callbacks=[stop])
-    run_dir = os.path.join(str(tmp_path), "api")
+    resumed, and groups trained to different lengths were ranked in one table. On a copy of
+    the stopped sweep the resume test resumes."""
+    run_dir = copy_of(stopped_sweep[0], tmp_path)
     path = os.path.join(run_dir, PLAN)
     plan = json.load(open(path))
     assert "sha256" in plan
