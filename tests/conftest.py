@@ -12,9 +12,10 @@ Compile options: most tests spend their time compiling, not running, so the suit
 (and the processes they start) compile at LLVM level 0 and with XLA:CPU's older loop emitters
 instead of its MLIR fusion emitters, their code generated in one piece (`SUITE_FLAGS` in
 `XLA_FLAGS`, set below before JAX starts; jaxppo leaves a level set there alone): the same XLA
-programs, about half the compile, slower code. Learning runs (`slow`) run long enough for that to matter: their training programs get
-XLA's and jaxppo's own options, as a user's do; tests that compare two programs bit for bit
-(`exact`) get XLA's own emitters back, under which jaxppo promises that (`default_compile_level`).
+programs, about half the compile, slower code. Learning runs (`slow`) run long enough for
+that to matter: their training programs get XLA's and jaxppo's own options, as a user's do;
+tests that compare two programs bit for bit (`exact`) get XLA's own emitters back, under which
+jaxppo promises that (`default_compile_level`).
 """
 
 import csv
