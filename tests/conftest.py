@@ -246,6 +246,22 @@ def python_sigint_handler():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _sighup_not_passed_on_ignored():
+    """A suite started under `nohup` has SIGHUP ignored, and the processes its tests start
+    would inherit that: jaxppo keeps an ignored SIGHUP ignored (what `nohup` asks), so a test
+    that sends its run SIGHUP saw it train to the end. A no-op handler instead: this process
+    still outlives a hangup, and a process it starts gets SIGHUP's default (exec resets a
+    handled signal, not an ignored one)."""
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None or signal.getsignal(hup) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(hup, lambda *_: None)
+    yield
+    signal.signal(hup, signal.SIG_IGN)
+
+
 @pytest.fixture
 def compile_cache(_cache_dir):
     """JAX's persistent compilation cache on, shared by the whole session: a program a test
