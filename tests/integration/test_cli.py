@@ -9,7 +9,6 @@ import glob
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import ROOT, compile_exactly
+from faults_setup import copy_of
 
 from jaxppo import load_checkpoint
 from jaxppo.cli import main
@@ -61,12 +61,6 @@ def two_seeds(tmp_path_factory):
 def one_seed(tmp_path_factory):
     """A 1-seed run (run dir): a test that evaluates it (eval writes eval.json) copies it."""
     return _train_once(tmp_path_factory.mktemp("one"))[0]
-
-
-def copy_of(run: str, tmp_path) -> str:
-    dst = str(tmp_path / "copy")
-    shutil.copytree(run, dst)
-    return dst
 
 
 def test_train_writes_the_run_directory(two_seeds):

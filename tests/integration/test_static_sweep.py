@@ -31,9 +31,9 @@ GRID = {"num_minibatches": [1, 2, 4], "lr": [1e-3, 3e-4]}
 GRID_CLI = ["--grid", "num_minibatches=1,2,4", "--grid", "lr=1e-3,3e-4"]
 
 
-@pytest.fixture
-def compiles(monkeypatch):
-    """How many programs' sets each `Experiment` compiled (`Driver.compile` calls)."""
+def count_compiles(mp) -> list[int]:
+    """From here on (under `mp`), each `Driver.compile` call's agent count: how many programs'
+    sets each `Experiment` compiled, in order."""
     calls = []
     real = Driver.compile
 
@@ -41,8 +41,14 @@ def compiles(monkeypatch):
         calls.append(self.num_runs)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Driver, "compile", counted)
+    mp.setattr(Driver, "compile", counted)
     return calls
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """How many programs' sets each `Experiment` of the test compiled (`count_compiles`)."""
+    return count_compiles(monkeypatch)
 
 
 def config():
@@ -55,15 +61,8 @@ def cli_sweep(tmp_path_factory):
     """`jaxppo sweep --grid num_minibatches=1,2,4 --grid lr=1e-3,3e-4`, uninterrupted, and the
     number of compiles it took."""
     tmp = tmp_path_factory.mktemp("static")
-    calls = []
-    real = Driver.compile
-
-    def counted(self, *args, **kwargs):
-        calls.append(self.num_runs)
-        return real(self, *args, **kwargs)
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Driver, "compile", counted)
+        calls = count_compiles(mp)
         compile_exactly(mp)  # an exact test compares against it
         with contextlib.redirect_stdout(io.StringIO()) as out:
             code = jaxppo.cli.main(["sweep", "--config", CARTPOLE, *TINY, *GRID_CLI,
@@ -117,16 +116,9 @@ def stopped_sweep(tmp_path_factory):
     exact resume test compares against it: (run dir, the stopped sweep's table, the compiles
     it took). Never written to: each test copies it (`copy_of`)."""
     tmp = tmp_path_factory.mktemp("stopped")
-    calls = []
-    real = Driver.compile
-
-    def counted(self, *args, **kwargs):
-        calls.append(self.num_runs)
-        return real(self, *args, **kwargs)
-
     stop = lambda e: not (e.info.config.num_minibatches == 2 and e.update >= 3)  # noqa: E731
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Driver, "compile", counted)
+        calls = count_compiles(mp)
         compile_exactly(mp)
         stopped = sweep(config(), GRID, seed=0, logdir=str(tmp), run_name="api",
                         progress=False, tensorboard=False, checkpoint_every=1, callbacks=[stop])
