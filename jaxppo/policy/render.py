@@ -18,7 +18,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image, ImageDraw
 
@@ -28,6 +27,7 @@ from jaxppo.core.train import TrainState
 from jaxppo.envs import HostVecEnv
 from jaxppo.envs.registry import host_source_of, source_of
 from jaxppo.errors import UsageError
+from jaxppo.plots import plt
 from jaxppo.policy.episodes import max_episode_steps, play_episode, policy_action
 from jaxppo.process import stop_point
 from jaxppo.rundir.files import check_writable, write_failed

@@ -1,7 +1,7 @@
 """What a command imports before it answers: a typo'd env id is answered from the ids jaxppo
 knows, without importing any env suite (Brax's MJX, Jumanji, navix's agents and W&B took ~6 s of
 CPU per typo), and gymnax's render-only seaborn import (with pandas and scipy.stats) waits until
-something uses it. Each check runs in a fresh interpreter: what it imports is the point."""
+something uses it, as does matplotlib's pyplot (~0.3 s) until a figure is drawn. Each check runs in a fresh interpreter: what it imports is the point."""
 
 import importlib.util
 import subprocess
@@ -63,6 +63,24 @@ def test_gymnax_imports_no_seaborn_until_it_is_used_and_then_it_works():
         print(len(pong.sns.color_palette("cubehelix", 3)))
     """)
     assert out.split("\n")[-4:] == ["True False False", "True module True", "3", ""], out
+
+
+def test_matplotlib_waits_for_the_first_figure_which_is_drawn_headless(tmp_path):
+    """`import jaxppo` and the CLI import no matplotlib (most commands draw nothing); the first
+    figure imports pyplot under the Agg backend and is written whole."""
+    png = tmp_path / "curve.png"
+    out = _fresh(f"""
+        import sys
+        import numpy as np
+        import jaxppo, jaxppo.cli
+        print("matplotlib" in sys.modules)
+        from jaxppo.plots import plot_curve
+        plot_curve({str(png)!r}, np.arange(1, 5) * 64.0, np.arange(4.0)[None], "CartPole-v1")
+        import matplotlib
+        print(matplotlib.get_backend())
+    """)
+    assert out.lower().split() == ["false", "agg"], out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_names_jaxppo_knows_are_the_suites_own():
