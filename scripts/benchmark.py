@@ -322,7 +322,7 @@ def main() -> None:
     if args.quick:
         setup_compilation_cache()  # a smoke run: a program another section compiled is read back
         cfg = dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 4, hidden_sizes=(16,))
-        seeds, envs, repeats = [1, 2], [4, 8], args.repeats or 1
+        seeds, envs, repeats = [1], [4], args.repeats or 1  # a row each: each is a compile
     else:
         seeds = [int(s) for s in args.seeds.split(",")]
         envs = [int(n) for n in args.envs.split(",")]

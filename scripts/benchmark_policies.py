@@ -50,7 +50,7 @@ def interleaved(programs: dict, repeats: int) -> dict[str, tuple[float, object]]
 
 def networks(quick: bool, repeats: int) -> str:
     """The default CartPole shape (4 envs x 128 steps, 4 x 4 minibatches), 1 seed."""
-    base = PPOConfig(total_timesteps=2 * 512 if quick else 100_352)  # quick: two updates
+    base = PPOConfig(total_timesteps=512 if quick else 100_352)  # quick: one update
     variants = {"MLP [64, 64]": base,
                 "GRU 128 (torso [64])": dataclasses.replace(base, network="gru",
                                                             hidden_sizes=(64,)),

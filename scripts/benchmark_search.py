@@ -23,6 +23,7 @@ import numpy as np
 
 import jaxppo
 from jaxppo import PPOConfig, load_config
+from jaxppo._xla import setup_compilation_cache
 from jaxppo.machine import describe
 from jaxppo.search.halving import rung_ends, rung_sizes
 
@@ -70,6 +71,17 @@ def _halving_budget(cfg: PPOConfig, eta: int = 3) -> int:
     return updates * cfg.batch_size
 
 
+def pbt_interval(cfg: PPOConfig) -> int:
+    """PBT's exploit/explore interval for `cfg`: a fifth of its updates, at most 20."""
+    return max(1, min(20, cfg.num_updates // 5))
+
+
+def quick_config(cfg: PPOConfig) -> PPOConfig:
+    """`--quick`'s toy size of `cfg`: 4 envs x 16 steps, 9 updates."""
+    cfg = dataclasses.replace(cfg, num_envs=4, num_steps=16, hidden_sizes=(16,))
+    return dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 9)
+
+
 def _timed(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -89,7 +101,7 @@ def compare(cfg: PPOConfig, seed: int) -> str:
     out, wall = _timed(lambda: jaxppo.sweep(halving, space=SPACE, search="halving",
                                             trials=MEMBERS, eta=3, seed=seed, **QUIET))
     rows.append(_row("halving (eta 3)", out, wall))
-    interval = max(1, min(20, cfg.num_updates // 5))
+    interval = pbt_interval(cfg)
     out, wall = _timed(lambda: jaxppo.sweep(cfg, space=SPACE, search="pbt", population=MEMBERS,
                                             interval=interval, seed=seed, **QUIET))
     rows.append(_row(f"PBT (interval {interval})", out, wall))
@@ -129,22 +141,20 @@ def main() -> None:
     p.add_argument("--out", default=None, help="also write the Markdown here")
     args = p.parse_args()
     only = set(args.only.split(","))
+    if args.quick:  # a smoke run: the overhead section reads CartPole's programs back
+        setup_compilation_cache()
     parts = [f"Machine: {describe()}\n"]
     for env_id in args.envs.split(",") if "compare" in only else []:
         name, steps = ENVS[env_id]
         cfg = load_config(os.path.join(ROOT, "configs", name))
-        if args.quick:
-            cfg = dataclasses.replace(cfg, num_envs=4, num_steps=16, hidden_sizes=(16,))
-            steps = cfg.batch_size * 9
-        cfg = dataclasses.replace(cfg, total_timesteps=steps)
+        cfg = quick_config(cfg) if args.quick else dataclasses.replace(cfg, total_timesteps=steps)
         parts.append(compare(cfg, args.seed))
         print(parts[-1], flush=True)
     if "overhead" in only:
         cfg = load_config(os.path.join(ROOT, "configs", "cartpole.yaml"))
-        steps = cfg.batch_size * (4 if args.quick else 200)
-        cfg = dataclasses.replace(cfg, total_timesteps=steps,
-                                  **({"hidden_sizes": (16,)} if args.quick else {}))
-        parts.append(overhead(cfg, 2 if args.quick else 20, 1 if args.quick else args.repeats))
+        cfg = (quick_config(cfg) if args.quick
+               else dataclasses.replace(cfg, total_timesteps=cfg.batch_size * 200))
+        parts.append(overhead(cfg, pbt_interval(cfg), 1 if args.quick else args.repeats))
         print(parts[-1], flush=True)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

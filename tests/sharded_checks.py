@@ -1,9 +1,12 @@
 """Checks that need several devices, run by tests/integration/test_sharding.py in a child process with
 XLA_FLAGS=--xla_force_host_platform_device_count=4 (the device count is fixed when JAX starts,
 so they cannot share the main test process). `python tests/sharded_checks.py NAME...`: each
-check prints `OK NAME` or `FAIL NAME` (its traceback on stderr), the others run regardless."""
+check prints `OK NAME` or `FAIL NAME` (its traceback on stderr), the others run regardless.
+`--refuse JSON` (a list of `jaxppo` argvs) runs each through the CLI in this process after the
+checks and prints `REFUSED I {"code": exit status, "err": its stderr}` (`refused`)."""
 
 import dataclasses
+import gc
 import os
 import sys
 
@@ -54,12 +57,19 @@ def check_envs_math():
 
     mesh = make_mesh(4)
     train = make_train(TINY)
-    params = train.init(jax.random.key(1)).train_state.params
-    k = jax.random.split(jax.random.key(2), 5)
+    params = jax.jit(train.init)(jax.random.key(1)).train_state.params
     B = 32
-    batch = Minibatch(jax.random.normal(k[0], (B, 4)), jax.random.bernoulli(k[1], 0.5, (B,)).astype(
-        jnp.int32), -jax.random.uniform(k[2], (B,)), jax.random.normal(k[3], (B,)),
-        3.0 + 2.0 * jax.random.normal(k[4], (B,)), jax.random.normal(k[0], (B,)))
+
+    @jax.jit  # each piece in one program: op by op, this check compiled ~170 tiny ones
+    def data(key):
+        k = jax.random.split(key, 5)
+        batch = Minibatch(jax.random.normal(k[0], (B, 4)), jax.random.bernoulli(
+            k[1], 0.5, (B,)).astype(jnp.int32), -jax.random.uniform(k[2], (B,)),
+            jax.random.normal(k[3], (B,)), 3.0 + 2.0 * jax.random.normal(k[4], (B,)),
+            jax.random.normal(k[0], (B,)))
+        return batch, 5.0 + 3.0 * jax.random.normal(k[3], (16, 4))
+
+    batch, obs = data(jax.random.key(2))
     hp = Hparams.from_config(TINY)
 
     def grads(params, batch, axis_name=None):
@@ -68,13 +78,12 @@ def check_envs_math():
                                                 axis_name=axis_name)
         return g if axis_name is None else jax.lax.pmean(g, axis_name)
 
-    whole = grads(params, batch)
+    whole = jax.jit(grads)(params, batch)
     split = jax.jit(jax.shard_map(lambda p, b: grads(p, b, AXIS), mesh=mesh,
                                   in_specs=(P(), P(AXIS)), out_specs=P(), check_vma=False))
     close(whole, split(params, batch))
 
-    obs = 5.0 + 3.0 * jax.random.normal(k[3], (16, 4))
-    whole = rms_update(rms_init((4,)), obs)
+    whole = jax.jit(lambda o: rms_update(rms_init((4,)), o))(obs)
     merged = jax.jit(jax.shard_map(lambda o: rms_update(rms_init((4,)), o, AXIS), mesh=mesh,
                                    in_specs=P(AXIS), out_specs=P(), check_vma=False))(obs)
     close(whole, merged)
@@ -112,11 +121,39 @@ def check_recurrent():
     assert np.isfinite(np.asarray(one.metrics["value_loss"])).all()
 
 
+def refused(argv: list[str]) -> dict:
+    """`jaxppo *argv` in this process: its exit status and all it wrote to stderr (file
+    descriptor 2, so a C++ library's lines too), as its own process would show them."""
+    import tempfile
+
+    from jaxppo.cli import main
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse's own errors
+            code = e.code
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        return {"code": code, "err": f.read()}
+
+
 if __name__ == "__main__":
+    import json
     import traceback
 
+    names, refuse = sys.argv[1:], []
+    if "--refuse" in names:
+        refuse = json.loads(names.pop(names.index("--refuse") + 1))
+        names.remove("--refuse")
     failed = False
-    for name in sys.argv[1:]:
+    for name in names:
         try:
             globals()[f"check_{name}"]()
         except Exception:
@@ -125,4 +162,7 @@ if __name__ == "__main__":
             failed = True
         else:
             print(f"OK {name}", flush=True)
+    for i, argv in enumerate(refuse):
+        print(f"REFUSED {i} {json.dumps(refused(argv))}", flush=True)
+    gc.freeze()  # the exit skips its garbage collections over every module's objects (~0.5 s)
     sys.exit(1 if failed else 0)

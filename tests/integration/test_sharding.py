@@ -32,13 +32,27 @@ def child(argv, extra_env=None, timeout=600):
 
 
 CHECKS = ["seeds", "envs_math", "envs_learns", "recurrent"]
+REFUSALS = [
+    (["--devices", "8"], "--devices 8"),
+    (["--devices", "4", "--seeds", "3"], "--seeds 3"),
+    (["--devices", "4", "--shard", "envs", "--set", "num_envs=6"], "num_envs"),
+    (["--shard", "envs"], "--shard needs --devices"),
+    (["--coordinator-address", "127.0.0.1:1"], "--num-processes"),
+]
+"""`test_sharding_bad_input_is_one_line`'s cases: (train's flags, the culprit its line names)."""
+
+
+def refused_argv(argv):
+    return ["train", "--config", CARTPOLE, *SMALL, "--logdir", "/nonexistent/never", *argv]
 
 
 @pytest.fixture(scope="module")
 def sharded_checks():
     """Every check of `sharded_checks.py` in one child on 4 devices (one start-up, not one per
-    check); each says OK or FAIL on its own line, a failure's traceback on stderr."""
-    return child([os.path.join(TESTS, "sharded_checks.py"), *CHECKS])
+    check); each says OK or FAIL on its own line, a failure's traceback on stderr. Then each
+    refusal of `REFUSALS`, the CLI run in that child as `run_cli` runs it here."""
+    refuse = json.dumps([refused_argv(argv) for argv, _ in REFUSALS])
+    return child([os.path.join(TESTS, "sharded_checks.py"), *CHECKS, "--refuse", refuse])
 
 
 @pytest.mark.parametrize("check", CHECKS)
@@ -98,13 +112,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+LOOPBACK = [*SMALL, "--set", "total_timesteps=1024"]
+"""8 updates, each its own chunk: a chunk's results cross between the processes (up to ~0.6 s
+each on a busy 2-core machine), so 64 updates in 32 chunks took seconds more."""
+
+
 @pytest.mark.parametrize("shard", ["seeds", "envs"])
 def test_two_processes_on_loopback(tmp_path, shard):
     """Two processes joined by jax.distributed (CPU collectives over loopback) finish a short
     run; only process 0 writes; seed-sharded results equal a one-process run."""
     port = free_port()
     logdir = str(tmp_path / "runs")
-    cmd = [sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE, *SMALL,
+    cmd = [sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE, *LOOPBACK,
            "--seeds", "2", "--devices", "all", "--shard", shard, "--logdir", logdir,
            "--run-name", "mp", "--no-progress", "--coordinator-address", f"127.0.0.1:{port}",
            "--num-processes", "2"]
@@ -119,24 +138,22 @@ def test_two_processes_on_loopback(tmp_path, shard):
     summary = json.load(open(os.path.join(logdir, "mp", "summary.json")))
     assert summary["finished"] and summary["num_runs"] == 2
     ckpt = load_checkpoint(os.path.join(logdir, "mp"))
-    assert ckpt.update == 64
+    assert ckpt.update == 8
 
     if shard == "seeds":  # the same two seeds in one process, one device
-        assert main(["train", "--config", CARTPOLE, *SMALL, "--seeds", "2", "--logdir",
+        assert main(["train", "--config", CARTPOLE, *LOOPBACK, "--seeds", "2", "--logdir",
                      str(tmp_path), "--run-name", "one", "--no-progress"]) == 0
         one = load_checkpoint(os.path.join(str(tmp_path), "one"))
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                      _to_host(ckpt.train_state.params), _to_host(one.train_state.params))
 
 
-@pytest.mark.parametrize("argv, culprit", [
-    (["--devices", "8"], "--devices 8"),
-    (["--devices", "4", "--seeds", "3"], "--seeds 3"),
-    (["--devices", "4", "--shard", "envs", "--set", "num_envs=6"], "num_envs"),
-    (["--shard", "envs"], "--shard needs --devices"),
-    (["--coordinator-address", "127.0.0.1:1"], "--num-processes"),
-])
-def test_sharding_bad_input_is_one_line(argv, culprit):
-    p = jaxppo_cli("train", "--config", CARTPOLE, *SMALL, "--logdir", "/nonexistent/never", *argv)
-    err = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and len(err) == 1 and culprit in err[0], p.stderr[-2000:]
+@pytest.mark.parametrize("case", range(len(REFUSALS)), ids=[c for _, c in REFUSALS])
+def test_sharding_bad_input_is_one_line(sharded_checks, case):
+    """Refused in one line naming the culprit, exit 2 (on 4 devices: the `sharded_checks` child)."""
+    culprit, p = REFUSALS[case][1], sharded_checks
+    line = [x for x in p.stdout.splitlines() if x.startswith(f"REFUSED {case} ")]
+    assert line, (p.returncode, p.stdout, p.stderr[-3000:])
+    r = json.loads(line[0].split(" ", 2)[2])
+    err = r["err"].strip().splitlines()
+    assert r["code"] == 2 and len(err) == 1 and culprit in err[0], r["err"][-2000:]
