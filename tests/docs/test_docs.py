@@ -68,6 +68,16 @@ COVERED = {"compare --config configs/atari_breakout.yaml": (
 LISTINGS = ("class Corridor:",)
 FILES = {"class GoToTarget(gym.Env):": "myenvs.py", "class KeyDoor(gym.Env):": "keydoor.py"}
 UPDATES = 1  # the budget of every run a docs command starts, in updates
+
+
+def block_updates(code: str) -> int:
+    """The budget of every run a Python block starts, in updates: two, so a run its callback
+    stops half-way (python-api.md) still has one to resume; 12 for a PBT or halving sweep (the
+    sweeps how-to's PBT, interval 10, still exploits once) and for a block that reads
+    `runs/finished` (8 updates: its config, capped below them, would be refused)."""
+    return 12 if any(s in code for s in ("pbt", "halving", "runs/finished")) else 2
+
+
 PYTHON_CAP = '''
 import jaxppo._xla as _xla
 import jaxppo.config.schema as _schema
@@ -75,11 +85,12 @@ import jaxppo.config.schema as _schema
 _xla.setup_compilation_cache()  # the session's cache (JAXPPO_CACHE_DIR): blocks share programs
 
 _post_init = _schema.PPOConfig.__post_init__
+_updates = 12  # each block's own, set in its child (the test's `block_updates`)
 
 
 def _capped(self):  # the docs test's budget: a few updates, whatever the block asks for
     _post_init(self)
-    cap = self.batch_size * 12  # 12: the sweeps how-to's PBT (interval 10) still exploits once
+    cap = self.batch_size * _updates
     if self.total_timesteps > cap:
         object.__setattr__(self, "total_timesteps", cap)
 
@@ -100,6 +111,7 @@ for line in sys.stdin:
     request = json.loads(line)
     pid = os.fork()
     if pid == 0:
+        _updates = request["updates"]
         out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(out, 1)
         os.dup2(out, 2)
@@ -324,7 +336,8 @@ def test_each_docs_python_block_runs(page, index, code, forker, tmp_path):
     code = code.replace("runs/<run-name>", "runs/finished")
     out = tmp_path / "output.txt"
     proc = forker()
-    proc.stdin.write(json.dumps({"code": code, "out": str(out)}) + "\n")
+    proc.stdin.write(json.dumps({"code": code, "out": str(out),
+                                 "updates": block_updates(code)}) + "\n")
     proc.stdin.flush()
     ready, _, _ = select.select([proc.stdout], [], [], 600)
     if not ready:  # the block and the process it was forked from end: the next starts anew
