@@ -102,16 +102,17 @@ def gae(rewards, values, next_values, terms, dones, gamma: float, lam: float):
 
 def warm_up(agent: Agent, act, loss_fn, value_fn, obs, kw: dict) -> None:
     """Compile now (setup, as jaxppo's compile): act and value on a rollout step's batch, the
-    loss and its backward on a minibatch's shapes; the gradients are dropped."""
+    loss and its backward on a minibatch's shapes; the gradients are dropped. The loss's
+    tensors are distinct, as the run's: one tensor passed thrice failed dynamo's aliasing
+    guard, and the loss compiled again inside the run, counted as run time."""
     o = torch.as_tensor(obs, dtype=torch.float32)
     with torch.no_grad():
         act(o)
         value_fn(o)
     mb = kw["minibatch_size"]
     x = o[torch.arange(mb) % o.shape[0]]
-    zeros = torch.zeros(mb)
-    loss, _ = loss_fn(agent, x, torch.zeros(mb, dtype=torch.int64), zeros, torch.randn(mb),
-                      zeros, zeros, kw)
+    loss, _ = loss_fn(agent, x, torch.zeros(mb, dtype=torch.int64), torch.zeros(mb),
+                      torch.randn(mb), torch.zeros(mb), torch.zeros(mb), kw)
     loss.backward()
     agent.zero_grad(set_to_none=True)
 

@@ -13,8 +13,10 @@ Imports torch and TorchRL at the top: `compare.py` imports it inside a function.
 
 from __future__ import annotations
 
+import sys
 import time
 
+import cloudpickle
 import numpy as np
 import torch
 from tensordict.nn import TensorDictModule
@@ -44,14 +46,23 @@ class MakeEnv:
         return GymWrapper(self.env_fn(), categorical_action_encoding=True)
 
 
+def make_env(env_fn) -> MakeEnv:
+    """`MakeEnv(env_fn)`, which TorchRL's workers get by value (TorchRL sends it with
+    cloudpickle), as the env's own code (`gym_side`): by reference, each worker imported this
+    module, so jaxppo and JAX, which a TorchRL script's workers do not (~1 s and ~80 MB each,
+    counted on TorchRL's side)."""
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return MakeEnv(env_fn)
+
+
 def run(mapped: Mapped, net: dict, env_fn, parallel: bool, seed: int, threshold, t0: float,
         num_updates: int, env_steps: int) -> dict:
     """Train once; the compare child's result dict (timings from `t0`)."""
     kw = mapped.kwargs
     torch.manual_seed(seed)
     n = kw["num_envs"]
-    base = (ParallelEnv(n, MakeEnv(env_fn), mp_start_method="forkserver") if parallel
-            else SerialEnv(n, MakeEnv(env_fn)))
+    base = (ParallelEnv(n, make_env(env_fn), mp_start_method="forkserver") if parallel
+            else SerialEnv(n, make_env(env_fn)))
     env = TransformedEnv(base, RewardSum())
     env.set_seed(seed)
     obs_dim = int(np.prod(env.observation_spec["observation"].shape[1:]))

@@ -1,7 +1,9 @@
 """`jaxppo compare`: the PPOConfig -> SB3 mapping field by field, and the harness end to end."""
 
+import contextlib
 import csv
 import dataclasses
+import io
 import math
 import os
 import tempfile
@@ -125,19 +127,36 @@ def test_solve_rule_needs_the_window_and_every_seed():
     assert t.add([500.0, 500.0], [10, 10])  # now 500 and 500
 
 
-def test_compare_runs_end_to_end(tmp_path, capsys):
-    out = tmp_path / "cmp"
+@pytest.fixture(scope="module")
+def end_to_end(tmp_path_factory):
+    """The default systems' compare run (its folder, what it printed) and the SubprocVecEnv
+    sizes its memory check measured (`fit.measure_sb3`, before the runs): two tests read it."""
+    import jaxppo.compare.compare as cmp
+
+    out, sizes, printed = tmp_path_factory.mktemp("e2e") / "cmp", [], io.StringIO()
     argv = ["compare", "--config", CARTPOLE, "--steps", "256", "--repeats", "1", "--seeds", "2",
-            "--set", "num_envs=4", "--set", "num_steps=32", "--set", "hidden_sizes=[16, 16]",
+            "--set", "num_envs=2", "--set", "num_steps=32", "--set", "hidden_sizes=[16, 16]",
             "--out", str(out)]
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
+    measure = cmp.measure_sb3
+
+    def kept(*args, **kw):
+        sizes.append(measure(*args, **kw))
+        return sizes[-1]
+
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
+        mp.setattr(cmp, "measure_sb3", kept)
+        assert main(argv) == 0
+    return out, printed.getvalue(), sizes
+
+
+def test_compare_runs_end_to_end(end_to_end):
+    out, printed, _ = end_to_end
     for name in ("compare.md", "compare.csv", "compare.png", "config.json"):
         assert (out / name).stat().st_size > 0
     rows = (out / "compare.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["jaxppo", "jaxppo-seeds", "sb3-dummy",
                                                   "sb3-subproc"]
-    assert "| SB3 SubprocVecEnv (4 procs) |" in printed and "× SB3 Dummy" in printed
+    assert "| SB3 SubprocVecEnv (2 procs) |" in printed and "× SB3 Dummy" in printed
     assert "note: clip_vloss" in printed
 
 
@@ -285,32 +304,46 @@ def test_cnn_torso_is_jaxppos_network_in_torch():
         model.get_env().close()
 
 
-def test_sb3_minatar_side_runs_in_subprocesses():
+def test_sb3_minatar_side_runs_in_subprocesses(monkeypatch):
     """The SB3 side end to end on MinAtar (the harness itself is tested on CartPole above):
-    the env pickles into SubprocVecEnv workers and Monitor's returns reach the result."""
+    the env pickles into SubprocVecEnv workers, which import no JAX (the next test's check,
+    here on MinAtar's factory, read as the run closes them), and Monitor's returns reach the
+    result."""
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
     from jaxppo.compare.compare import run_system
+    from jaxppo.compare.fit import holds_jax
     from jaxppo.config import load_config
 
+    real_close, held = SubprocVecEnv.close, []
+
+    def close(self):
+        if not self.closed:
+            held.append([holds_jax(proc.pid) for proc in self.processes])
+        real_close(self)
+
+    monkeypatch.setattr(SubprocVecEnv, "close", close)
     config = load_config(MINATAR_CNN, {"num_envs": 2, "num_steps": 64, "total_timesteps": 256,
                                        "num_minibatches": 2, "update_epochs": 1,
                                        "hidden_sizes": [16], "max_episode_steps": 50})
     out = run_system("sb3-subproc", config, 1, 0)
     assert out["env_steps"] == 256 and out["final_return"] is not None  # 50-step time limit
+    assert len(held) == 1, held
+    if os.path.exists("/proc/self/maps"):
+        assert held == [[False, False]]
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/PID/maps")
-@pytest.mark.parametrize("kind, env_id, gym_id", [("minatar", "Breakout-MinAtar", None),
-                                                  ("gymnasium", "gymnasium/CartPole-v1",
-                                                   "CartPole-v1")])
-def test_sb3_workers_import_no_jax(kind, env_id, gym_id):
+def test_sb3_workers_import_no_jax():
     """SubprocVecEnv's workers hold what a plain SB3 script's would: the env factories reach
     them by value, so no worker imports jaxppo and JAX (each did: +~80 MB and seconds of
-    setup counted on SB3's side). `imports` (a config's env_imports) still run there."""
+    setup counted on SB3's side). `imports` (a config's env_imports) still run there.
+    MinAtar's workers: checked in the run above."""
     from jaxppo.compare.fit import holds_jax
     from jaxppo.compare.sb3 import make_vec
 
-    env = make_vec(kind, env_id, 2, True, 0, max_episode_steps=50, gym_id=gym_id,
-                   imports=("json",))
+    env = make_vec("gymnasium", "gymnasium/CartPole-v1", 2, True, 0, max_episode_steps=50,
+                   gym_id="CartPole-v1", imports=("json",))
     try:
         env.reset()
         assert [holds_jax(proc.pid) for proc in env.processes] == [False, False]
@@ -542,14 +575,11 @@ def test_subproc_processes_that_cannot_fit_are_refused_before_any_run(tmp_path, 
     assert not out.exists()
 
 
-def test_the_subproc_size_is_measured():
+def test_the_subproc_size_is_measured(end_to_end):
     """A SubprocVecEnv worker imports torch and SB3: tens of MB at least; and no JAX: measured
-    as compare measures (its child process, started as its runs are), it holds what a plain
-    SB3 script's worker holds."""
-    from jaxppo.compare.fit import measure_sb3
-
-    size = measure_sb3(dataclasses.replace(ODD, num_envs=64, num_minibatches=8,
-                                           total_timesteps=3 * 64 * 32))
+    as compare measures (its child process, started as its runs are: the end-to-end run's own
+    check), it holds what a plain SB3 script's worker holds."""
+    [size] = end_to_end[2]
     assert size["worker"] > 20 * 1024**2 and size["main"] > size["worker"], size
     if os.path.exists("/proc/self/maps"):
         assert size["worker_jax"] is False, size
