@@ -1,7 +1,8 @@
 """What a command imports before it answers: a typo'd env id is answered from the ids jaxppo
 knows, without importing any env suite (Brax's MJX, Jumanji, navix's agents and W&B took ~6 s of
 CPU per typo), and gymnax's render-only seaborn import (with pandas and scipy.stats) waits until
-something uses it, as does matplotlib's pyplot (~0.3 s) until a figure is drawn. Each check runs in a fresh interpreter: what it imports is the point."""
+something uses it, as does matplotlib's pyplot (~0.3 s) until a figure is drawn. Each check
+runs in a fresh interpreter: what it imports is the point."""
 
 import importlib.util
 import subprocess
