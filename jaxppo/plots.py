@@ -27,16 +27,6 @@ def pyplot() -> ModuleType:
     return importlib.import_module("matplotlib.pyplot")
 
 
-class _Pyplot:
-    """`plt.name` reads `pyplot().name`: pyplot's own spelling, imported at first use."""
-
-    def __getattr__(self, name: str):
-        return getattr(pyplot(), name)
-
-
-plt = _Pyplot()
-
-
 def save_figure(fig, path: str, **kw) -> None:
     """Render `fig` (in the format its name ends with) and write it whole (`write_atomic`): a
     full disk leaves the earlier figure, never half of one."""
@@ -44,7 +34,7 @@ def save_figure(fig, path: str, **kw) -> None:
     try:
         fig.savefig(buf, format=path.rsplit(".", 1)[-1].lower() if "." in path else "png", **kw)
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
     write_atomic(path, buf.getvalue())
 
 
@@ -57,7 +47,7 @@ def series_styles(n: int) -> list[dict]:
     the styles repeat)."""
     if n <= 10:
         return [{"color": f"C{i}", "ls": "-"} for i in range(n)]
-    colors = plt.get_cmap("tab20").colors
+    colors = pyplot().get_cmap("tab20").colors
     return [{"color": colors[i % 20], "ls": LINESTYLES[(i // 20) % len(LINESTYLES)]}
             for i in range(n)]
 
@@ -96,7 +86,7 @@ def plot_curve(path: str, env_steps: np.ndarray, returns: np.ndarray, title: str
     one = returns.shape[0] == 1
     groups = groups or {"1 seed" if one else f"mean over {returns.shape[0]} seeds":
                         list(range(returns.shape[0]))}
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = pyplot().subplots(figsize=(7, 4))
     many = len(groups) > 1
     for (label, runs), style in zip(groups.items(), series_styles(len(groups)), strict=True):
         with warnings.catch_warnings():  # NaN: no episode had ended yet; all-NaN: no point
@@ -126,7 +116,7 @@ def plot_sweep(path: str, labels: list[str], means: np.ndarray, stds: np.ndarray
     means = np.where(np.isfinite(means), means, np.nan)
     stds = np.where(np.isfinite(stds), stds, np.nan)
     order = np.argsort(-means, kind="stable")
-    fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(labels) + 2), 4))
+    fig, ax = pyplot().subplots(figsize=(max(5, 0.6 * len(labels) + 2), 4))
     ax.bar(range(len(labels)), means[order], yerr=stds[order], capsize=3)
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels([labels[i] for i in order], rotation=45, ha="right", fontsize=8)
@@ -165,9 +155,9 @@ def compare_figure(rows: list[dict], title: str) -> Figure:
     any_solved = any(r["solve_s"] is not None for r in rows)
     height = 0.5 * len(rows) + 2
     if any_solved:
-        fig, (a, b) = plt.subplots(1, 2, figsize=(11, height), sharey=True)
+        fig, (a, b) = pyplot().subplots(1, 2, figsize=(11, height), sharey=True)
     else:
-        fig, a = plt.subplots(figsize=(6.5, height))
+        fig, a = pyplot().subplots(figsize=(6.5, height))
         no_bar = not any(has_bar(r) for r in rows)
         title = (f"{title}\nno solve threshold for this env" if no_bar
                  else f"{title}\nno system solved within the budget")
@@ -215,7 +205,7 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
     names = [k for k in STAT_TITLES if any(k in r["stats"] for r in rows)]
     width = 2.8 * max(len(names), 1) + 2
     title = fit_title(title, width)
-    fig, axes = plt.subplots(1, max(len(names), 1), sharey=True,
+    fig, axes = pyplot().subplots(1, max(len(names), 1), sharey=True,
                              figsize=(width, 0.45 * len(rows) + 1.9 + 0.2 * title.count("\n")),
                              squeeze=False)
     if not rows:
@@ -239,7 +229,7 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
         if limits:
             ax.set_xlim(*limits)
         ax.set_title(STAT_TITLES[name])
-        ax.xaxis.set_major_locator(plt.MaxNLocator(4))  # a narrow panel: no ticks run together
+        ax.xaxis.set_major_locator(pyplot().MaxNLocator(4))  # a narrow panel: no ticks run together
         ax.set_xlabel(scale)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_yticks(y)
@@ -257,7 +247,7 @@ def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str
     outside the axes, every series its own colour or line style. `one_seed`: every line is
     one seed's (no IQM, no band to speak of): the axis says so. `empty`: the text drawn where
     there is no curve (the caller names the missing file)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = pyplot().subplots(figsize=(7, 4))
     if not curves:
         _empty(ax, empty)
     for c, style in zip(curves, series_styles(len(curves)), strict=True):
@@ -276,7 +266,7 @@ def plot_sample_efficiency(path: str, curves: list[dict], scale: str, title: str
 
 def plot_profiles(path: str, profiles: dict | None, scale: str, title: str = "") -> None:
     """Performance profiles: the fraction of seeds scoring above tau, with 95% bands."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = pyplot().subplots(figsize=(7, 4))
     if not profiles:
         _empty(ax, "no seed has a score")
     else:

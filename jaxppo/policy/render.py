@@ -27,7 +27,7 @@ from jaxppo.core.train import TrainState
 from jaxppo.envs import HostVecEnv
 from jaxppo.envs.registry import host_source_of, source_of
 from jaxppo.errors import UsageError
-from jaxppo.plots import plt
+from jaxppo.plots import pyplot
 from jaxppo.policy.episodes import max_episode_steps, play_episode, policy_action
 from jaxppo.process import stop_point
 from jaxppo.rundir.files import check_writable, write_failed
@@ -253,7 +253,7 @@ def write_gif(vis, num_frames: int, path: str) -> None:
         vis.update(i)
         vis.fig.canvas.draw()
         frames.append(Image.fromarray(np.asarray(vis.fig.canvas.buffer_rgba())[..., :3]))
-    plt.close(vis.fig)
+    pyplot().close(vis.fig)
     _save_gif(frames, path, vis.interval)
 
 
