@@ -7,8 +7,10 @@ checks and prints `REFUSED I {"code": exit status, "err": its stderr}` (`refused
 
 import dataclasses
 import gc
+import json
 import os
 import sys
+import tempfile
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=4")
@@ -19,6 +21,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from jaxppo import Hparams, PPOConfig, load_config, make_train  # noqa: E402
+from jaxppo.cli import main  # noqa: E402
 from jaxppo.run.placement import AXIS, make_mesh, make_sharded_train  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,10 +127,6 @@ def check_recurrent():
 def refused(argv: list[str]) -> dict:
     """`jaxppo *argv` in this process: its exit status and all it wrote to stderr (file
     descriptor 2, so a C++ library's lines too), as its own process would show them."""
-    import tempfile
-
-    from jaxppo.cli import main
-
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile("w+") as f:
@@ -145,7 +144,6 @@ def refused(argv: list[str]) -> dict:
 
 
 if __name__ == "__main__":
-    import json
     import traceback
 
     names, refuse = sys.argv[1:], []
