@@ -193,7 +193,7 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
     perm_size = env.num_envs if is_recurrent(network) else config.batch_size
     key, rand, perm_bits = update_randomness(runner.key, env, config, perm_size, axis_name)
     settings = RolloutSettings(config.num_steps, config.normalize_obs, config.normalize_reward,
-                               axis_name)
+                               axis_name, value_rows=config.minibatch_size)
     env_carry, normalizer, traj, next_values, stats = rollout(
         rand, runner.env, ts.normalizer, ts.params, env=env, network=network,
         gamma=hp.gamma, settings=settings)

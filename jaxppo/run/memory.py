@@ -23,6 +23,7 @@ import jax
 from jaxppo.config import PPOConfig
 from jaxppo.core.metrics import METRIC_NAMES
 from jaxppo.core.networks import init_params, make_network
+from jaxppo.core.rollout import values_after_scan
 from jaxppo.core.torsos import CONV_STACKS
 from jaxppo.envs import VecEnv
 from jaxppo.envs.resets import default_reset_batch
@@ -133,6 +134,8 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env: Any = None,
         resets += 2 * k * (one_state + obs_b)
     randomness = resets + T * N * (16 + 4 * act_dim)
     trajectory = T * N * (obs_b + act_b + 32)  # obs, action, logp, value, reward, flags, GAE
+    if values_after_scan(make_network(config, env), env.obs_shape):
+        trajectory += T * N * obs_b  # the final observations, for the values after the scan
     permutations = config.update_epochs * B * 12
     rollout = randomness + trajectory + permutations + N * (obs_b * 2 + 4 * sum(hidden) * 4)
 
