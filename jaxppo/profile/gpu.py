@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import logging
 import os
+import warnings
 
 import jax
 from jax._src import xla_bridge  # private: which plugins registered, and whether JAX started
@@ -136,4 +137,9 @@ def compiled_text(fn, args, device=None) -> str:
     sharding = jax.sharding.SingleDeviceSharding(device)
     specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
                          args)
-    return jax.jit(fn, in_shardings=sharding).lower(*specs).compile().as_text()
+    lowered = jax.jit(fn, in_shardings=sharding).lower(*specs)
+    with warnings.catch_warnings():
+        # A compile-only client cannot load an entry of the persistent cache back: JAX compiles
+        # again (the same program), after a warning that said so on every run but the first.
+        warnings.filterwarnings("ignore", message="Error reading persistent compilation cache")
+        return lowered.compile().as_text()
