@@ -18,7 +18,7 @@ passes its minibatch size, so this pass's memory stays bounded as the update's i
 parameters do not change during a rollout, so the values are the same, within float rounding
 (calls of 2 x value_rows rows instead of T calls of 2N). On the 2-core CPU a step of one seed's
 CartPole then runs the actor alone, without the critic's kernels to hand to XLA's second pool
-thread: +8% SPS at 1 seed (docs/benchmarks/purejaxrl.md, "The critic after the rollout"); an
+thread: +6% SPS at 1 seed (docs/benchmarks/purejaxrl.md, "The critic after the rollout"); an
 H100's program launches 11% fewer kernels per update.
 
 Axis legend: T = num_steps, N = num_envs.
