@@ -162,7 +162,7 @@ LATE_FLOAT_FIELDS = ("logp", "reward", "terminated", "done")
 
 
 def values_after_scan(network, obs_shape: tuple[int, ...]) -> bool:
-    """Whether a rollout computes its values after the scan, in one batched critic call: a
+    """Whether a rollout computes its values after the scan, in batched critic calls: a
     feed-forward network whose critic has a torso of its own, over observation vectors. A
     recurrent critic needs the carry of each step; a shared torso is read in the step anyway
     (for the actor), so its values cost the step little; an image observation kept a second
