@@ -206,8 +206,8 @@ def plot_intervals(path: str, rows: list[dict], scale: str, title: str = "") -> 
     width = 2.8 * max(len(names), 1) + 2
     title = fit_title(title, width)
     fig, axes = pyplot().subplots(1, max(len(names), 1), sharey=True,
-                             figsize=(width, 0.45 * len(rows) + 1.9 + 0.2 * title.count("\n")),
-                             squeeze=False)
+                                  figsize=(width, 0.45 * len(rows) + 1.9 + 0.2 * title.count("\n")),
+                                  squeeze=False)
     if not rows:
         _empty(axes[0, 0], "no seed has a score")
     y = np.arange(len(rows))

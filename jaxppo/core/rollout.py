@@ -335,14 +335,13 @@ def rollout(rand: RolloutRandomness | jax.Array, env_carry: EnvCarry, norm: Norm
         f = dict(zip(LATE_FLOAT_FIELDS, (out.floats[:, i] for i in range(4)), strict=True))
         f["value"], f["prev_next_value"] = _values_after(network, params, out.obs,
                                                          out.prev_final, settings.value_rows)
-        last_next_value = network.apply(params, last_final, method="value")
-    else:  # shifted[t] = V(s'_{t-1}); the last step's true next state needs one more call
+    else:
         f = dict(zip(FLOAT_FIELDS, (out.floats[:, i] for i in range(6)), strict=True))
-        last_next_value = _last_next_value(network, params, carry.env.hidden, last_final)
+    # prev_next_value[t] = V(s'_{t-1}); the last step's true next state needs one more call.
+    last_next_value = _last_next_value(network, params, carry.env.hidden, last_final)
     traj = Transition(out.obs, out.action, f["logp"], f["value"], f["reward"],
                       f["terminated"] > 0, f["done"] > 0, out.mask, out.start, out.hidden)
-    shifted = f["prev_next_value"]
-    next_values = jnp.concatenate([shifted[1:], last_next_value[None]], axis=0)
+    next_values = jnp.concatenate([f["prev_next_value"][1:], last_next_value[None]], axis=0)
     chex.assert_equal_shape([traj.value, next_values, traj.reward, traj.done])
     chex.assert_shape(traj.value, (settings.num_steps, env.num_envs))
     return carry.env, carry.norm, traj, next_values, _total(env, carry.sums, carry.bad_obs)
