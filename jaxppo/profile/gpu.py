@@ -138,8 +138,16 @@ def compiled_text(fn, args, device=None) -> str:
     specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
                          args)
     lowered = jax.jit(fn, in_shardings=sharding).lower(*specs)
-    with warnings.catch_warnings():
-        # A compile-only client cannot load an entry of the persistent cache back: JAX compiles
-        # again (the same program), after a warning that said so on every run but the first.
-        warnings.filterwarnings("ignore", message="Error reading persistent compilation cache")
-        return lowered.compile().as_text()
+    # A compile-only client cannot load an entry of the persistent cache back (JAX warned so
+    # and compiled again), so none is written (~0.5 MB a config): no compile is long enough
+    # to be kept. An entry an earlier version wrote is still looked up: its warning is kept
+    # quiet.
+    key = "jax_persistent_cache_min_compile_time_secs"
+    before = getattr(jax.config, key)
+    jax.config.update(key, float("inf"))
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Error reading persistent compilation cache")
+            return lowered.compile().as_text()
+    finally:
+        jax.config.update(key, before)

@@ -22,9 +22,9 @@ needs_cuda_compiler = pytest.mark.skipif(
 TINY = ["--set", "total_timesteps=1024", "--set", "num_steps=16"]
 
 
-def cli(*argv):
+def cli(*argv, **env):
     return subprocess.run([sys.executable, "-m", "jaxppo.cli", *argv], capture_output=True,
-                          text=True, cwd=ROOT, timeout=900)
+                          text=True, cwd=ROOT, timeout=900, env={**os.environ, **env})
 
 
 def table_rows(out: str) -> list[list[str]]:
@@ -106,16 +106,20 @@ def test_profile_names_the_extra_when_the_cuda_plugin_is_missing():
 
 
 @needs_cuda_compiler
-def test_profile_compiles_for_an_h100_without_one():
+def test_profile_compiles_for_an_h100_without_one(tmp_path):
     """`--target h100`: XLA's GPU compiler runs here on a written-down H100 (no GPU, no CUDA
     libraries): kernels are counted, the outermost loop runs num_updates times, and nothing
     reaches stderr (the plugin's C++ side logs the missing driver as it loads: silenced), on a
-    rerun either, whose program is in the persistent cache (which a compile-only client cannot
-    load: JAX warned so on every run but the first)."""
+    rerun either. The GPU program is not written to the persistent cache, which a
+    compile-only client cannot load back (JAX warned so on every run but the first, and each
+    config left ~0.5 MB there: the small CPU programs of the env's set-up stay, under 20 kB)."""
+    cache = tmp_path / "cache"
     for _ in range(2):
         proc = cli("profile", "--config", "configs/cartpole.yaml", "--target", "h100", *TINY,
-                   "--seeds", "2")
+                   "--seeds", "2", JAXPPO_CACHE_DIR=str(cache))
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    sizes = {p.name: p.stat().st_size for p in cache.iterdir()}
+    assert sizes and max(sizes.values()) < 100_000, sizes
     assert GPUS["h100"]["name"] in proc.stdout
     kernels = int(proc.stdout.split("per update: **")[1].split(" kernels")[0].replace(",", ""))
     rows = table_rows(proc.stdout)
