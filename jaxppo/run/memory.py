@@ -69,11 +69,10 @@ def _tree_bytes(tree) -> int:
     return total
 
 
-def _param_count(config: PPOConfig, env) -> int:
-    """The network's parameters, counted from its abstract init (conv torsos, a shared torso,
-    recurrent cells and heads as built; nothing is computed)."""
-    net = make_network(config, env)
-    shapes = jax.eval_shape(lambda k: init_params(net, k, env.obs_shape), jax.random.key(0))
+def param_count(network, obs_shape: tuple[int, ...]) -> int:
+    """The parameters of `network` (`make_network`'s), counted from its abstract init (conv
+    torsos, a shared torso, recurrent cells and heads as built; nothing is computed)."""
+    shapes = jax.eval_shape(lambda k: init_params(network, k, obs_shape), jax.random.key(0))
     return sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
 
 
@@ -122,7 +121,8 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env: Any = None,
     one_state = _tree_bytes(jax.eval_shape(env.env.reset_env, jax.random.key(0), env.params))
 
     hidden = list(config.hidden_sizes)
-    params = 4 * _param_count(config, env)
+    network = make_network(config, env)
+    params = 4 * param_count(network, env.obs_shape)
     per_env = one_state + obs_b + 16  # env state, next obs, episode stats, discounted return
     state = 2 * (3 * params + N * per_env)  # params + two Adam moments; input and output copies
 
@@ -134,7 +134,7 @@ def estimate_memory(config: PPOConfig, num_runs: int = 1, *, env: Any = None,
         resets += 2 * k * (one_state + obs_b)
     randomness = resets + T * N * (16 + 4 * act_dim)
     trajectory = T * N * (obs_b + act_b + 32)  # obs, action, logp, value, reward, flags, GAE
-    if values_after_scan(make_network(config, env), env.obs_shape):
+    if values_after_scan(network, env.obs_shape):
         trajectory += T * N * obs_b  # the final observations, for the values after the scan
     permutations = config.update_epochs * B * 12
     rollout = randomness + trajectory + permutations + N * (obs_b * 2 + 4 * sum(hidden) * 4)

@@ -157,10 +157,10 @@ def test_a_shared_torso_is_one_conv_stack_that_both_losses_train():
         8 * 8 * 16, env.action_dim)
     # the memory estimate counts the network as built: 3x3x4x16 conv + 16; heads on 8x8x16
     from jaxppo.labels import value_text
-    from jaxppo.run.memory import _param_count
+    from jaxppo.run.memory import param_count
 
-    assert _param_count(heads_only, env) == (3 * 3 * 4 * 16 + 16) + (1024 * env.action_dim
-                                             + env.action_dim) + (1024 + 1)
+    assert param_count(make_network(heads_only, env), env.obs_shape) == (
+        (3 * 3 * 4 * 16 + 16) + (1024 * env.action_dim + env.action_dim) + (1024 + 1))
     assert value_text(heads_only.hidden_sizes) == "[]"  # a sweep's label and run folder
     for bad, key in [({"torso": "mlp"}, "shared_torso"), ({"network": "gru"}, "shared_torso"),
                      ({"torso": "mlp", "hidden_sizes": ()}, "shared_torso"),
