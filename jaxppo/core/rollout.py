@@ -268,9 +268,11 @@ def _rollout_step(carry: _StepCarry, xs: tuple[jax.Array, StepRandomness], *, en
     # it in place (a copy per step). The first observation is checked before the scan.
     sums = carry.sums + _step_sums(env, step, env.action_mask(env_state))
     bad_obs = _obs_faults(carry.bad_obs, step.obs, step.final_obs)
-    flags = [step.terminated.astype(jnp.float32), step.done.astype(jnp.float32)]
-    floats = (jnp.stack([logp, reward, *flags]) if late else
-              jnp.stack([logp, both[:n], reward, *flags, both[n:]]))
+    per_env = {"logp": logp, "reward": reward, "terminated": step.terminated.astype(jnp.float32),
+               "done": step.done.astype(jnp.float32)}
+    if not late:
+        per_env |= {"value": both[:n], "prev_next_value": both[n:]}
+    floats = jnp.stack([per_env[k] for k in (LATE_FLOAT_FIELDS if late else FLOAT_FIELDS)])
     out = _StepOut(obs, action, floats, mask, start, hidden if settings.record_hidden else None,
                    prev_final if late else None)
     env_carry = EnvCarry(env_state, step.obs, disc, hidden,
@@ -331,12 +333,11 @@ def rollout(rand: RolloutRandomness | jax.Array, env_carry: EnvCarry, norm: Norm
                                 gamma=gamma, settings=settings, late=late)
     carry, out = jax.lax.scan(step_fn, init, (rand.action_noise, rand.env))
     last_final = _observe(carry.norm, carry.prev_final_obs, settings.normalize_obs)
+    fields = LATE_FLOAT_FIELDS if late else FLOAT_FIELDS
+    f = {k: out.floats[:, i] for i, k in enumerate(fields)}
     if late:
-        f = dict(zip(LATE_FLOAT_FIELDS, (out.floats[:, i] for i in range(4)), strict=True))
         f["value"], f["prev_next_value"] = _values_after(network, params, out.obs,
                                                          out.prev_final, settings.value_rows)
-    else:
-        f = dict(zip(FLOAT_FIELDS, (out.floats[:, i] for i in range(6)), strict=True))
     # prev_next_value[t] = V(s'_{t-1}); the last step's true next state needs one more call.
     last_next_value = _last_next_value(network, params, carry.env.hidden, last_final)
     traj = Transition(out.obs, out.action, f["logp"], f["value"], f["reward"],
