@@ -3,6 +3,8 @@ scripts/stop_anywhere.py): imported with `--import slow_env` (this folder on PYT
 
 - `JAXPPO_TEST_SLOW_IMPORT_S`: seconds of busy work while this module imports, so the
   command's start-up is slow on any machine (a busy machine's start-up took 23-30 s).
+  `JAXPPO_TEST_SLOW_IMPORT_UNTIL_HELD=1`: the work ends early once jaxppo's start-up holds a
+  stop signal (a signal it dropped leaves the work to run its whole time, and the run on).
 - `gymnasium/slow_env:Blocking-v0`: a Gymnasium corridor whose `step` never returns once it has
   taken `JAXPPO_TEST_BLOCK_AFTER` steps (per env; unset or 0: it never blocks), as a hung
   simulator's would: not even a KeyboardInterrupt raised in it ends it.
@@ -19,8 +21,12 @@ from gymnasium import spaces
 
 print("slow_env: importing", file=sys.stderr, flush=True)  # what a test waits for
 _end = time.monotonic() + float(os.environ.get("JAXPPO_TEST_SLOW_IMPORT_S", "0"))
+_until_held = os.environ.get("JAXPPO_TEST_SLOW_IMPORT_UNTIL_HELD") == "1"
+_process = sys.modules.get("jaxppo.process")
 while time.monotonic() < _end:
     sum(range(20_000))  # Python work, as a heavy import's
+    if _until_held and _process is not None and _process.signals_seen():
+        break  # the signal is held: the rest of the import would only take time
 
 
 class Blocking(gym.Env):

@@ -64,7 +64,7 @@ def test_a_signal_while_a_slow_start_up_imports_stops_before_anything_runs(
         tmp_path, sig, ignore_sigint):
     proc = start(["train", "--config", CARTPOLE, "--import", "slow_env", *TINY,
                   "--logdir", str(tmp_path / "runs")], tmp_path, ignore_sigint,
-                 JAXPPO_TEST_SLOW_IMPORT_S="4")
+                 JAXPPO_TEST_SLOW_IMPORT_S="4", JAXPPO_TEST_SLOW_IMPORT_UNTIL_HELD="1")
     lines = signal_after(proc, "slow_env: importing", sig)
     assert proc.returncode == 128 + sig, lines
     assert errors(lines) == ["jaxppo train: interrupted; nothing was run"], lines
