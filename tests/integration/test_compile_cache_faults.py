@@ -5,6 +5,7 @@ never handed to XLA (issue #54, item 8)."""
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -36,6 +37,25 @@ def train(tmp_path, cache, name, script=None):
     return p.stderr.strip().splitlines()
 
 
+@pytest.fixture(scope="module")
+def first_cache(tmp_path_factory):
+    """The compile cache one first run left (its entries and jaxppo's digests), with no note,
+    and a copy of it kept whole: each test below damages the cache after `cache_restored`
+    (at its own path: JAX's keys hold the cache's path, so a copy elsewhere would miss)."""
+    base = tmp_path_factory.mktemp("first")
+    err = train(base, base / "cache", "first")
+    assert not [x for x in err if "compile cache" in x], err
+    assert sorted(base.joinpath("cache").glob("*-cache"))
+    shutil.copytree(base / "cache", base / "whole")
+    return base / "cache"
+
+
+def cache_restored(first_cache):
+    shutil.rmtree(first_cache)
+    shutil.copytree(first_cache.parent / "whole", first_cache)
+    return first_cache
+
+
 def test_a_cache_that_cannot_be_written_is_one_note(tmp_path):
     """Reproduction: a read-only (or full) cache disk gave JAX's 'Error writing persistent
     compilation cache entry' warning for every program of every run."""
@@ -51,9 +71,8 @@ def test_a_cache_that_cannot_be_written_is_one_note(tmp_path):
     assert not list(cache.glob("*-cache"))  # no half entry left
 
 
-def test_an_entry_that_is_a_directory_is_one_note(tmp_path):
-    cache = tmp_path / "cache"
-    train(tmp_path, cache, "first")
+def test_an_entry_that_is_a_directory_is_one_note(first_cache, tmp_path):
+    cache = cache_restored(first_cache)
     entries = sorted(cache.glob("*-cache"))
     for f in entries:
         f.unlink()
@@ -64,11 +83,10 @@ def test_an_entry_that_is_a_directory_is_one_note(tmp_path):
     assert len(notes) == 1 and "could not be read" in notes[0] and "remove it" in notes[0], err
 
 
-def test_an_entry_jaxppo_did_not_write_is_never_run(tmp_path):
+def test_an_entry_jaxppo_did_not_write_is_never_run(first_cache, tmp_path):
     """Reproduction: a hand-made entry whose code is damaged but decompresses (JAX checks
     nothing more) was handed to XLA, which crashed the process (a segfault)."""
-    cache = tmp_path / "cache"
-    train(tmp_path, cache, "first")
+    cache = cache_restored(first_cache)
     entries = sorted(cache.glob("*-cache"))
     assert entries and all(os.path.exists(f"{f}.jaxppo-sha256") for f in entries)
     for f in entries:
@@ -85,30 +103,18 @@ def test_an_entry_jaxppo_did_not_write_is_never_run(tmp_path):
     assert "compile cache" not in " ".join(train(tmp_path, cache, "third"))  # whole again
 
 
-def test_a_cut_short_compile_cache_entry_is_removed_and_written_again(tmp_path):
+def test_a_cut_short_compile_cache_entry_is_removed_and_written_again(first_cache, tmp_path):
     """JAX writes a compile-cache entry in place and never rewrites a key whose file exists:
     an entry cut short (kill -9 while it was written, a full disk) failed to read in every
     later run, with JAX's warning per program and a compile each time. Now it is removed and
     compiled again, in one note, and the entries are whole for the next run."""
-    cache = tmp_path / "cache"
-    env = {**os.environ, "JAXPPO_CACHE_DIR": str(cache)}
-
-    def train(name):
-        p = subprocess.run([sys.executable, "-m", "jaxppo.cli", "train", "--config", CARTPOLE,
-                            *TINY, "--logdir", str(tmp_path), "--run-name", name,
-                            "--no-progress"], capture_output=True, text=True, cwd=ROOT, env=env,
-                           timeout=600)
-        assert p.returncode == 0, p.stderr[-2000:]
-        return p.stderr
-
-    assert "compile cache" not in train("first")
+    cache = cache_restored(first_cache)
     entries = sorted(cache.glob("*-cache"))
-    assert entries
     for f in entries:
         f.write_bytes(f.read_bytes()[:f.stat().st_size // 2])
-    err = train("second")
-    assert "Error reading persistent compilation cache" not in err, err[-2000:]
-    assert [line for line in err.splitlines() if "compile cache" in line] == [
+    err = train(tmp_path, cache, "second")
+    assert not [x for x in err if "Error reading persistent compilation cache" in x], err
+    assert [line for line in err if "compile cache" in line] == [
         f"jaxppo train: note: {len(entries)} entries of the compile cache {cache} could not be "
         "read (cut short by a kill or a full disk, or still being written by another process): "
         "removed, and compiled again"]
