@@ -7,8 +7,8 @@ A change to what the update scan carries broke the legacy form once (its key bec
 uint32[2] key in the carry's input no longer matched): these tests hold every form at once.
 
 Not marked `exact`: the two forms compile to one program (a legacy key is wrapped on entry; the
-optimized HLO of the MLP case is the same instruction for instruction, names aside), so their
-bit-equality holds under any emitters, and the suite's compile here in a third of the time."""
+optimized HLO of the MLP case holds the same instructions, names and order hints aside), so their
+bit-equality holds under any emitters; the suite's settings compile them in a third of the time."""
 
 import dataclasses
 
