@@ -53,13 +53,18 @@ def jaxppo(*argv, ops: int = LONG_OPS) -> subprocess.Popen:
     return start([sys.executable, "-m", "jaxppo.cli", *argv], ops)
 
 
-def signal_when_compiling(proc, program: str, *signals, delay: float = 0.3) -> list[str]:
-    """Send `signals` (0.2 s apart) `delay` s after XLA began compiling `program`; the
-    output's lines (JAX's log and the command's), after it ended."""
+def signal_when_compiling(proc, program: str, *signals, delay: float = 0.3,
+                          after: str | None = None) -> list[str]:
+    """Send `signals` (0.2 s apart) `delay` s after XLA began compiling `program` (its first
+    lowering after JAX's log showed `after`: a sweep lowers small `<lambda>` programs while it
+    plans, long before its run's); the output's lines (JAX's log and the command's), after it
+    ended."""
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if f"Finished jaxpr to MLIR module conversion jit({program})" in line:
+        if after is not None:
+            after = None if after in line else after
+        elif f"Finished jaxpr to MLIR module conversion jit({program})" in line:
             break
     else:
         pytest.fail(f"{program} was never compiled:\n{''.join(seen)[-3000:]}")
@@ -121,9 +126,12 @@ def test_a_second_signal_while_eval_compiles_stops_at_once(trained):
 def test_ctrl_c_while_a_run_compiles_stops_before_training_in_one_line(tmp_path, verb, extra,
                                                                        program):
     """The same moment in the other verbs that train (they held it already): the same line.
-    `train`'s: the test below (the same command, signal and moment)."""
+    `train`'s: the test below (the same command, signal and moment). The run's program is the
+    first `<lambda>` after its `init` (the plan's own lambdas compile first: signalled 1 s after
+    one of those, a loaded machine was still starting the run)."""
     proc = jaxppo(verb, *RUN, *extra, "--logdir", str(tmp_path), "--run-name", "r")
-    lines = signal_when_compiling(proc, program, signal.SIGINT, delay=1.0)
+    lines = signal_when_compiling(proc, program, signal.SIGINT, delay=1.0,
+                                  after="Finished XLA compilation of jit(init)")
     assert_clean(proc, lines, 128 + signal.SIGINT, f"jaxppo {verb}: error",
                  f"jaxppo {verb}: error: stopped by SIGINT while compiling", "nothing had run")
     assert not os.path.exists(tmp_path / "r")  # nothing ran: no run directory is left
