@@ -331,6 +331,7 @@ NEWER_LINE = (
     "tests/integration/test_keys.py",  # every key form users write
     "tests/integration/test_startup.py",  # what a command imports before it answers
     "tests/integration/test_train.py",  # the train fn: determinism, vmapped equals alone, chunks
+    "tests/integration/test_program_forms.py",  # the CPU and GPU forms, alone and vmapped
     "tests/integration/test_probes.py",  # value, discounting, bootstrapping, the better action
     "tests/learning/test_learning.py::test_cartpole_configs_solve_and_stay_solved",  # MLP learns
     "tests/learning/test_recurrent_learns.py::test_memory_probe_needs_memory",  # GRU and LSTM

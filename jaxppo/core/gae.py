@@ -12,11 +12,16 @@ import jax
 import jax.numpy as jnp
 
 UNROLL = 16
-"""Steps of the recursion per loop iteration. XLA fuses the unrolled steps: on an H100,
-CartPole's GAE went from 513 kernels per update (3 per step and the loop's test) to 41. At
-least two iterations are kept: a loop unrolled whole was fused with the code around it
+"""Steps of the recursion per loop iteration on a GPU. XLA fuses the unrolled steps: on an
+H100, CartPole's GAE went from 513 kernels per update (3 per step and the loop's test) to 41.
+At least two iterations are kept: a loop unrolled whole was fused with the code around it
 differently when the update scan around it had one trip, so a run resumed in chunks of one
 update no longer matched the uninterrupted run bit for bit."""
+CPU_UNROLL = 8
+"""...and on the CPU: XLA:CPU emits 16 unrolled steps as 15 independent fusions, each
+recomputing its prefix, more than its runtime runs on one thread (it hands half of them to
+the pool's other thread: 34 hand-offs per CartPole update). Chosen per platform in one program
+(`lax.platform_dependent`): a deviceless GPU compile on a CPU host sees the GPU's form."""
 
 
 def compute_gae(
@@ -61,8 +66,11 @@ def compute_gae(
         adv = delta + gamma * gae_lambda * cont * next_adv
         return adv, adv
 
-    _, advantages = jax.lax.scan(
-        backward, jnp.zeros_like(rewards[0]), (deltas, not_done), reverse=True,
-        unroll=min(UNROLL, max(1, rewards.shape[0] // 2)),
-    )
+    def recursion(unroll: int):
+        return lambda deltas, not_done: jax.lax.scan(
+            backward, jnp.zeros_like(rewards[0]), (deltas, not_done), reverse=True,
+            unroll=min(unroll, max(1, rewards.shape[0] // 2)))[1]
+
+    advantages = jax.lax.platform_dependent(deltas, not_done, cpu=recursion(CPU_UNROLL),
+                                            default=recursion(UNROLL))
     return advantages, advantages + values

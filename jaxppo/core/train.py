@@ -18,12 +18,12 @@ from typing import Any, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxppo.config import Hparams, PPOConfig
-from jaxppo.core.collectives import axis_size, fold_device, mean_var, pmean, psum
+from jaxppo.core.collectives import axis_size, fold_device, mean_var, psum
+from jaxppo.core.epochs import STAT_FIELDS, make_optimizer, run_epochs
 from jaxppo.core.gae import compute_gae
-from jaxppo.core.loss import LossInfo, Minibatch, ppo_loss
+from jaxppo.core.loss import Minibatch
 from jaxppo.core.metrics import ENV_METRIC_PREFIX
 from jaxppo.core.networks import (
     ActorCritic,
@@ -104,13 +104,6 @@ class TrainOutput(NamedTuple):
                 f"{tree_text(self.runner_state)})")
 
 
-def make_optimizer(hp: Hparams, config: PPOConfig) -> optax.GradientTransformation:
-    """Global-norm clip then Adam's scaling; the learning rate is applied by the caller so it
-    can be annealed per update from the update counter (exact on resume, sweepable by vmap)."""
-    return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm),
-                       optax.scale_by_adam(eps=config.adam_eps))
-
-
 def learning_rate(hp: Hparams, config: PPOConfig, step: jax.Array) -> jax.Array:
     """CleanRL's linear annealing: full rate at update 0, lr / U at the last update."""
     if not config.anneal_lr:
@@ -136,51 +129,6 @@ def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
     # NaN, not 0: until an episode ends there is no return to report (a real 0.0 is a return).
     return RunnerState(train_state, env_carry, jnp.float32(jnp.nan), jnp.float32(jnp.nan),
                        run_key)
-
-
-STAT_FIELDS = (*(f for f in LossInfo._fields if f != "total_loss"), "grad_norm", "applied")
-"""What `_minibatch_step` adds up over an update's minibatches, in its [S] vector: each loss
-statistic and the gradient norm times `applied` (1.0 where the minibatch was applied), and
-`applied` itself; the metrics are their means over the applied minibatches."""
-
-
-def _minibatch_step(carry, idx, *, batch: Minibatch, hp: Hparams, lr, tx, network,
-                    config: PPOConfig, axis_name: str | None = None):
-    """One clipped update on the minibatch `batch[idx]`, skipped once the KL stop has fired.
-
-    Its statistics are added into the carry's [S] vector (`STAT_FIELDS`) rather than stacked
-    per minibatch: on an H100 the stacked outputs were 8 in-place writes and 7 copies of their
-    zeros per epoch, and their sums more kernels after the epochs.
-
-    Sharded over devices, every device holds its share of the minibatch; gradients and loss
-    statistics are averaged, so every device applies the same update (one agent)."""
-    params, opt_state, stopped, sums = carry
-    mb = jax.tree.map(lambda x: jnp.take(x, idx, axis=0), batch)
-    grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
-    (_, info), grads = grad_fn(params, network, mb, hp, clip_vloss=config.clip_vloss,
-                               norm_adv=config.norm_adv, axis_name=axis_name)
-    grads, info = pmean((grads, info), axis_name)
-    grad_norm = optax.tree.norm(grads)
-    updates, new_opt_state = tx.update(grads, opt_state, params)
-    new_params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
-    if config.target_kl is None:
-        params, opt_state = new_params, new_opt_state
-    else:
-        # SB3's rule: a minibatch whose KL to the rollout policy is already too large is not
-        # applied, and neither is any later one in this update.
-        stopped = jnp.logical_or(stopped, info.approx_kl > config.target_kl)
-        keep = lambda new, old: jnp.where(stopped, old, new)  # noqa: E731
-        params = jax.tree.map(keep, new_params, params)
-        opt_state = jax.tree.map(keep, new_opt_state, opt_state)
-    applied = 1.0 - stopped.astype(jnp.float32)
-    stats = jnp.stack([*(getattr(info, f) for f in STAT_FIELDS[:-2]), grad_norm, 1.0])
-    return (params, opt_state, stopped, sums + applied * stats), None
-
-
-def _epoch(carry, perm, *, batch: Minibatch, minibatch_step, config: PPOConfig):
-    idx = perm.reshape(config.num_minibatches, -1)
-    carry, _ = jax.lax.scan(functools.partial(minibatch_step, batch=batch), carry, idx)
-    return carry, None
 
 
 def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, env: VecEnv,
@@ -217,14 +165,9 @@ def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, 
         chex.assert_shape(batch.logp_old, (config.batch_size,))
 
     lr = learning_rate(hp, config, ts.step)
-    tx = make_optimizer(hp, config)
-    minibatch_step = functools.partial(_minibatch_step, hp=hp, lr=lr, tx=tx, network=network,
-                                       config=config, axis_name=axis_name)
-    epoch = functools.partial(_epoch, batch=batch, minibatch_step=minibatch_step, config=config)
-    perms = permutations_from_bits(perm_bits)
-    sums = jnp.zeros((len(STAT_FIELDS),), jnp.float32)
-    (params, opt_state, _, sums), _ = jax.lax.scan(
-        epoch, (ts.params, ts.opt_state, jnp.bool_(False), sums), perms)
+    params, opt_state, sums = run_epochs(ts.params, ts.opt_state, batch,
+                                         permutations_from_bits(perm_bits), hp, lr,
+                                         config=config, network=network, axis_name=axis_name)
 
     # Each statistic's mean over the minibatches applied (all of them but after a KL stop).
     stat = dict(zip(STAT_FIELDS, sums / jnp.maximum(sums[-1], 1.0), strict=True))

@@ -1,8 +1,9 @@
 """`profile_config`: the kernels a config's compiled program runs per update, on this CPU or on
 a GPU this machine does not have (deviceless, `jaxppo.profile.gpu`).
 
-Two parts can be profiled. `train`: the whole program, `jax.jit(jax.vmap(make_train(config)))`
-over `seeds` keys, as the benchmarks and `jaxppo train --seeds` run it. `minibatch`: one
+Two parts can be profiled. `train`: the whole program, `jax.jit(make_train(config))` for one
+agent and `jax.jit(jax.vmap(make_train(config)))` over `seeds` keys for more, as the
+benchmarks and `jaxppo train --seeds` run it. `minibatch`: one
 minibatch's loss gradient alone, for `seeds` agents by `vmap` (what `--seeds` compiles: XLA
 sees one batched network; per-seed weights make a conv a grouped convolution) and by `lax.map`
 (the seeds one after another). A host env (a Gymnasium or EnvPool env) steps on the CPU
@@ -80,8 +81,11 @@ def profile_config(config: PPOConfig, *, target: str = "cpu", seeds: int = 1,
         raise UsageError(f"{config.env_id} steps on the host (through a callback), so its whole "
                          f"program has no {target} form: profile its update alone with "
                          "--part minibatch, or its whole program with --target cpu")
+    # one agent alone, as `jaxppo train` and `jax.jit(train)(key)` compile it (no vmap: its
+    # epochs take the flat form, `jaxppo.core.epochs`); more vmapped, as `--seeds` does
     keys = jax.random.split(jax.random.key(0), seeds)
-    text = compiled_text(jax.vmap(trainer), (keys,), device)
+    fn, args = (trainer, (keys[0],)) if seeds == 1 else (jax.vmap(trainer), (keys,))
+    text = compiled_text(fn, args, device)
     table, figures = loop_table(f"jaxppo make_train on {where}, {seeds} agent(s)"
                                 + (f": {title}" if title else ""), text, top)
     return ProgramProfile(where, table, figures, {"jaxppo make_train": text})
