@@ -27,13 +27,16 @@ from purejaxrl_side import load_purejaxrl, purejaxrl_config  # noqa: E402  (scri
 def texts(config: str, purejaxrl: str | None, seeds: int = 1, target: str = "cpu",
           overrides: dict | None = None) -> dict[str, str]:
     """The optimized HLO of jaxppo's `make_train` (and PureJaxRL's `ppo.py`) on `config`, each
-    vmapped over `seeds` keys, compiled for `target`."""
+    vmapped over `seeds` keys (one seed: called alone, as both projects' users run one),
+    compiled for `target`."""
     device = None if target == "cpu" else gpu_device(target)  # before anything starts JAX
     cfg = load_config(config, overrides)
     fns = {"jaxppo make_train": make_train(cfg)}
     if purejaxrl:
         fns["PureJaxRL ppo.py"] = load_purejaxrl(purejaxrl)(purejaxrl_config(cfg))
     keys = jax.random.split(jax.random.key(0), seeds)
+    if seeds == 1:
+        return {name: compiled_text(fn, (keys[0],), device) for name, fn in fns.items()}
     return {name: compiled_text(jax.vmap(fn), (keys,), device) for name, fn in fns.items()}
 
 
