@@ -14,11 +14,9 @@ import argparse
 import os
 import sys
 
-import jax
-
 from jaxppo import load_config, make_train
 from jaxppo.config.load import parse_overrides
-from jaxppo.profile import GPUS, compiled_text, gpu_device, loop_table
+from jaxppo.profile import GPUS, as_users_run, compiled_text, gpu_device, loop_table
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from purejaxrl_side import load_purejaxrl, purejaxrl_config  # noqa: E402  (scripts/, beside this)
@@ -34,10 +32,7 @@ def texts(config: str, purejaxrl: str | None, seeds: int = 1, target: str = "cpu
     fns = {"jaxppo make_train": make_train(cfg)}
     if purejaxrl:
         fns["PureJaxRL ppo.py"] = load_purejaxrl(purejaxrl)(purejaxrl_config(cfg))
-    keys = jax.random.split(jax.random.key(0), seeds)
-    if seeds == 1:
-        return {name: compiled_text(fn, (keys[0],), device) for name, fn in fns.items()}
-    return {name: compiled_text(jax.vmap(fn), (keys,), device) for name, fn in fns.items()}
+    return {name: compiled_text(*as_users_run(fn, seeds), device) for name, fn in fns.items()}
 
 
 def tables(config: str, purejaxrl: str | None, seeds: int = 1, target: str = "cpu",

@@ -81,14 +81,18 @@ def profile_config(config: PPOConfig, *, target: str = "cpu", seeds: int = 1,
         raise UsageError(f"{config.env_id} steps on the host (through a callback), so its whole "
                          f"program has no {target} form: profile its update alone with "
                          "--part minibatch, or its whole program with --target cpu")
-    # one agent alone, as `jaxppo train` and `jax.jit(train)(key)` compile it (no vmap: its
-    # epochs take the flat form, `jaxppo.core.epochs`); more vmapped, as `--seeds` does
-    keys = jax.random.split(jax.random.key(0), seeds)
-    fn, args = (trainer, (keys[0],)) if seeds == 1 else (jax.vmap(trainer), (keys,))
-    text = compiled_text(fn, args, device)
+    text = compiled_text(*as_users_run(trainer, seeds), device)
     table, figures = loop_table(f"jaxppo make_train on {where}, {seeds} agent(s)"
                                 + (f": {title}" if title else ""), text, top)
     return ProgramProfile(where, table, figures, {"jaxppo make_train": text})
+
+
+def as_users_run(train, seeds: int) -> tuple:
+    """`(fn, args)`: `train` as its users compile it for `seeds` agents: one alone
+    (`jax.jit(train)(key)`, as `jaxppo train` and PureJaxRL's users run one; jaxppo's epochs
+    then take their flat form, `jaxppo.core.epochs`), more vmapped over split keys."""
+    keys = jax.random.split(jax.random.key(0), seeds)
+    return (train, (keys[0],)) if seeds == 1 else (jax.vmap(train), (keys,))
 
 
 def _minibatch_texts(config: PPOConfig, trainer, seeds: int, device) -> dict[str, str]:
