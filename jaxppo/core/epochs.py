@@ -30,6 +30,7 @@ from jax.custom_batching import custom_vmap
 from jax.flatten_util import ravel_pytree
 
 from jaxppo.config import Hparams, PPOConfig
+from jaxppo.core.batching import batched_like
 from jaxppo.core.collectives import pmean
 from jaxppo.core.loss import LossInfo, Minibatch, ppo_loss
 
@@ -96,8 +97,13 @@ def _scan(params, opt_state, batch: Minibatch, perms: jax.Array, hp: Hparams, lr
                                        config=config, axis_name=axis_name, view=view)
     epoch = functools.partial(_epoch, batch=batch, minibatch_step=minibatch_step, config=config)
     sums = jnp.zeros((len(STAT_FIELDS),), jnp.float32)
+    stopped = jnp.bool_(False)
+    if config.target_kl is None:  # never changes: only the sums mix with the agent's values
+        sums = batched_like(sums, params)
+    else:
+        stopped, sums = batched_like((stopped, sums), params)
     (params, opt_state, _, sums), _ = jax.lax.scan(
-        epoch, (params, opt_state, jnp.bool_(False), sums), perms)
+        epoch, (params, opt_state, stopped, sums), perms)
     return params, opt_state, sums
 
 

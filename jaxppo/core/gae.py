@@ -11,6 +11,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxppo.core.batching import batched_like
+
 UNROLL = 16
 """Steps of the recursion per loop iteration on a GPU. XLA fuses the unrolled steps: on an
 H100, CartPole's GAE went from 513 kernels per update (3 per step and the loop's test) to 41.
@@ -68,7 +70,8 @@ def compute_gae(
 
     def recursion(unroll: int):
         return lambda deltas, not_done: jax.lax.scan(
-            backward, jnp.zeros_like(rewards[0]), (deltas, not_done), reverse=True,
+            backward, batched_like(jnp.zeros_like(deltas[0]), deltas), (deltas, not_done),
+            reverse=True,
             unroll=min(unroll, max(1, rewards.shape[0] // 2)))[1]
 
     advantages = jax.lax.platform_dependent(deltas, not_done, cpu=recursion(CPU_UNROLL),

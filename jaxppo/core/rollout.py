@@ -33,6 +33,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from jaxppo.core.batching import batched_like
 from jaxppo.core.collectives import fold_device
 from jaxppo.core.distributions import action_noise_from_bits
 from jaxppo.core.networks import is_recurrent
@@ -327,6 +328,7 @@ def rollout(rand: RolloutRandomness | jax.Array, env_carry: EnvCarry, norm: Norm
     float_obs = jnp.issubdtype(env_carry.obs.dtype, jnp.inexact)
     bad_obs = _obs_faults(jnp.zeros(env_carry.obs.shape if float_obs else (n,), jnp.float32),
                           env_carry.obs)
+    sums, bad_obs = batched_like((sums, bad_obs), env_carry)
     init = _StepCarry(env_carry, env_carry.obs, norm, sums, bad_obs)
     late = values_after_scan(network, env_carry.obs.shape[1:])
     step_fn = functools.partial(_rollout_step, env=env, network=network, params=params,

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxppo.config import Hparams, PPOConfig
+from jaxppo.core.batching import batched_like
 from jaxppo.core.collectives import axis_size, fold_device, mean_var, psum
 from jaxppo.core.epochs import STAT_FIELDS, make_optimizer, run_epochs
 from jaxppo.core.gae import compute_gae
@@ -32,7 +33,7 @@ from jaxppo.core.networks import (
     is_recurrent,
     make_network,
 )
-from jaxppo.core.normalize import NormalizerState, normalizer_init, rms_update
+from jaxppo.core.normalize import NormalizerState, RunningMeanStd, normalizer_init, rms_update
 from jaxppo.core.randomness import init_keys, update_randomness
 from jaxppo.core.rollout import EnvCarry, RolloutSettings, all_finite, rollout
 from jaxppo.core.shuffle import permutations_from_bits
@@ -129,6 +130,25 @@ def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
     # NaN, not 0: until an episode ends there is no return to report (a real 0.0 is a return).
     return RunnerState(train_state, env_carry, jnp.float32(jnp.nan), jnp.float32(jnp.nan),
                        run_key)
+
+
+def _batched_carry(runner: RunnerState, hp: Hparams, config: PPOConfig) -> RunnerState:
+    """`runner` with every leaf the update scan mixes with an agent's values batched, under a
+    vmap that batches any of `runner` or `hp` (`core/batching.py` says why). Left as they are:
+    the update counter and the normalizers' sample counts, which only ever add constants, and
+    a normalizer that is off (the loop passes it through: one for all agents)."""
+    ts, norm, env = runner.train_state, runner.train_state.normalizer, runner.env
+    stats = {"obs": norm.obs[:2]} if config.normalize_obs else {}
+    if config.normalize_reward:  # and the running discounted return it is updated from
+        stats.update(ret=norm.ret[:2], discounted=env.discounted_return)
+    params, opt_state, stats, env_parts, last = batched_like(
+        (ts.params, ts.opt_state, stats, env._replace(discounted_return=None),
+         (runner.last_return, runner.last_length)), (runner, hp))
+    normalizer = NormalizerState(*(RunningMeanStd(*stats[k], rms.count) if k in stats else rms
+                                   for k, rms in zip(norm._fields, norm, strict=True)))
+    env = env_parts._replace(discounted_return=stats.get("discounted", env.discounted_return))
+    return RunnerState(TrainState(params, opt_state, normalizer, ts.step), env, *last,
+                       runner.key)
 
 
 def update_step(runner: RunnerState, _: Any, *, hp: Hparams, config: PPOConfig, env: VecEnv,
@@ -315,11 +335,13 @@ class Trainer:
           `(runner, metrics)`: the state after the last update, and every metric by name as a
             `[num_updates]` array (as in `TrainOutput.metrics`).
         """
-        step = functools.partial(update_step, hp=self._hp(hparams), config=self.config,
+        hp = self._hp(hparams)
+        step = functools.partial(update_step, hp=hp, config=self.config,
                                  env=self.env, network=self.network, axis_name=self.axis_name)
         length = self.config.num_updates if num_updates is None else num_updates
         if not is_key(runner.key):  # a runner built or kept with legacy key data
             runner = runner._replace(key=as_key(runner.key, "train.run(runner): runner.key"))
+        runner = _batched_carry(runner, hp, self.config)
         with self._precision():
             return jax.lax.scan(step, runner, None, length=length)
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxppo.config import PPOConfig
+from jaxppo.core.batching import batched_like
 from jaxppo.core.networks import initial_memory, is_recurrent, make_network
 from jaxppo.core.normalize import rms_normalize
 from jaxppo.core.train import TrainState
@@ -116,6 +117,7 @@ def _play(env: VecEnv, network, ts: TrainState, key: jax.Array, *, deterministic
     hidden, start = initial_memory(network, n)
     carry = EpisodeCarry(state, obs, jnp.zeros((n,)), jnp.zeros((n,), jnp.int32),
                          jnp.zeros((n,), bool), hidden, start)
+    carry = batched_like(carry, (ts, key))  # every step mixes the policy's actions in
     step = functools.partial(_episode_step, env=env, network=network, ts=ts,
                              deterministic=deterministic, normalize=normalize, record=record)
     final, per_step = jax.lax.scan(step, carry, jax.random.split(run_key, max_episode_steps(env)))
