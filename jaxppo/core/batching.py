@@ -12,7 +12,13 @@ arithmetic, traced once.
 
 Only leaves that the loop would batch anyway may be broadcast, or the program gains a copy
 per agent of a value that needed none: the callers pass what their loop mixes with batched
-values (`batched_like`'s `tree`).
+values (`batched_like`'s `tree`). One known exception, a scalar: under nested vmaps Adam's
+step count is one per agent of the outer vmap too, where the inner vmap's per-leaf epochs
+(`core/epochs.py`) leave it unbatched for the outer one.
+
+Differentiable: `jax.grad` of a function through it (`compute_gae`'s advantages with respect
+to the values) sees the identity (a `custom_jvp` around the `custom_vmap`, which JAX cannot
+differentiate in reverse mode by itself).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ def _rule(axis_size: int, in_batched, tree, like):
     return _batched_like(tree, like), tree_batched
 
 
+@jax.custom_jvp
 def batched_like(tree: Any, like: Any) -> Any:
     """`tree`, every leaf batched under each `jax.vmap` that batches any leaf of `like`
     (unchanged outside a vmap, and under one that maps neither).
@@ -53,3 +60,9 @@ def batched_like(tree: Any, like: Any) -> Any:
       `tree`, the same values.
     """
     return _batched_like(tree, like)
+
+
+@batched_like.defjvp
+def _identity_jvp(primals, tangents):
+    tree, like = primals
+    return batched_like(tree, like), tangents[0]

@@ -37,7 +37,7 @@ from jaxppo.core.normalize import NormalizerState, RunningMeanStd, normalizer_in
 from jaxppo.core.randomness import init_keys, update_randomness
 from jaxppo.core.rollout import EnvCarry, RolloutSettings, all_finite, rollout
 from jaxppo.core.shuffle import permutations_from_bits
-from jaxppo.envs import VecEnv
+from jaxppo.envs import HostVecEnv, VecEnv
 from jaxppo.envs.registry import CUSTOM_PREFIX
 from jaxppo.errors import ConfigError
 from jaxppo.keys import as_key, is_key
@@ -132,18 +132,24 @@ def init_runner(key: jax.Array, hp: Hparams, *, config: PPOConfig, env: VecEnv,
                        run_key)
 
 
-def _batched_carry(runner: RunnerState, hp: Hparams, config: PPOConfig) -> RunnerState:
+def _batched_carry(runner: RunnerState, hp: Hparams, config: PPOConfig,
+                   host: bool) -> RunnerState:
     """`runner` with every leaf the update scan mixes with an agent's values batched, under a
     vmap that batches any of `runner` or `hp` (`core/batching.py` says why). Left as they are:
-    the update counter and the normalizers' sample counts, which only ever add constants, and
-    a normalizer that is off (the loop passes it through: one for all agents)."""
+    the update counter and the normalizers' sample counts, which only ever add constants; a
+    normalizer that is off and, with reward normalization off, the running discounted return
+    (the loop passes them through: one for all agents); and a `host` env's state, whose pool
+    holds one set of envs: settings vmapped over one key and one such env are refused in
+    one line when the loop's first pass finds them (`envs/host.py`), not stepped as more."""
     ts, norm, env = runner.train_state, runner.train_state.normalizer, runner.env
     stats = {"obs": norm.obs[:2]} if config.normalize_obs else {}
     if config.normalize_reward:  # and the running discounted return it is updated from
         stats.update(ret=norm.ret[:2], discounted=env.discounted_return)
+    forced_env = None if host else env._replace(discounted_return=None)
     params, opt_state, stats, env_parts, last = batched_like(
-        (ts.params, ts.opt_state, stats, env._replace(discounted_return=None),
-         (runner.last_return, runner.last_length)), (runner, hp))
+        (ts.params, ts.opt_state, stats, forced_env, (runner.last_return, runner.last_length)),
+        (runner, hp))
+    env_parts = env if host else env_parts
     normalizer = NormalizerState(*(RunningMeanStd(*stats[k], rms.count) if k in stats else rms
                                    for k, rms in zip(norm._fields, norm, strict=True)))
     env = env_parts._replace(discounted_return=stats.get("discounted", env.discounted_return))
@@ -341,7 +347,7 @@ class Trainer:
         length = self.config.num_updates if num_updates is None else num_updates
         if not is_key(runner.key):  # a runner built or kept with legacy key data
             runner = runner._replace(key=as_key(runner.key, "train.run(runner): runner.key"))
-        runner = _batched_carry(runner, hp, self.config)
+        runner = _batched_carry(runner, hp, self.config, isinstance(self.env, HostVecEnv))
         with self._precision():
             return jax.lax.scan(step, runner, None, length=length)
 

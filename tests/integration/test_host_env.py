@@ -263,6 +263,15 @@ def test_vmapped_seeds_share_one_pool_and_equal_each_seed_alone(walk_train):
     assert np.all(np.asarray(both.metrics["episodes"]) > 0)
 
 
+def test_settings_vmapped_over_one_key_are_refused_in_the_host_envs_line(walk_train):
+    """`jax.vmap(train, in_axes=(None, 0))` over settings: the pool holds one set of envs, and
+    the settings would step it as many (found while tracing, never stepped)."""
+    hps = jaxppo.Hparams.stack([jaxppo.Hparams.from_config(walk_train.config)._replace(lr=lr)
+                                for lr in (1e-3, 3e-4)])
+    with pytest.raises(ValueError, match="a host env's state must be mapped"):
+        jax.make_jaxpr(jax.vmap(walk_train, in_axes=(None, 0)))(jax.random.key(0), hps)
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")  # Gymnasium: Pixels has no render modes
 def test_uint8_images_stay_uint8_and_multidiscrete_and_box_actions_train(tmp_path):
     config = PPOConfig(env_id="gymnasium/test/Pixels-v0", **TINY)

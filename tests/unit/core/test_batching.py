@@ -61,6 +61,7 @@ def _traced(fn, args, monkeypatch):
         m.setattr(batching, "batch_jaxpr_axes", counting)
         jaxpr = jax.make_jaxpr(fn)(*args)
     size = {k: len(c.jaxpr.eqns) for k, c in kept.items()}
+    assert size, "no loop body was batched: JAX no longer batches them where this counts"
     return jaxpr, (sum(len(p) * size[k] for k, p in passes.items()), sum(size.values()))
 
 

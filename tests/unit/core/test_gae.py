@@ -76,3 +76,22 @@ def test_lambda_one_is_discounted_return_minus_value():
     adv, _ = compute_gae(r, v, nv, term, term, 0.9, 1.0)
     mc = np.array([sum(0.9**k * r[t + k, 0] for k in range(T - t)) for t in range(T)])
     np.testing.assert_allclose(np.asarray(adv)[:, 0], mc - v[:, 0], rtol=1e-5, atol=1e-5)
+
+
+def test_the_advantages_differentiate_as_worked_by_hand_alone_and_vmapped():
+    """A loss on the advantages is differentiable in reverse mode, under vmap too (a
+    regression: the carry's `batched_like` once had no reverse-mode rule). Two steps, no
+    episode end: A_1 = delta_1, A_0 = delta_0 + gamma * lam * delta_1, so the gradient of
+    A_0 + A_1 with respect to V(s_0), V(s_1) is -1 and -(1 + gamma * lam)."""
+    import jax
+    import jax.numpy as jnp
+
+    zeros = jnp.zeros((2, 1))
+
+    def loss(values):
+        return compute_gae(zeros, values, zeros, zeros, zeros, 0.99, 0.95)[0].sum()
+
+    expected = np.array([[-1.0], [-(1 + 0.99 * 0.95)]])
+    np.testing.assert_allclose(jax.grad(loss)(jnp.ones((2, 1))), expected, rtol=1e-6)
+    batched = jax.jit(jax.vmap(jax.grad(loss)))(jnp.ones((3, 2, 1)))
+    np.testing.assert_allclose(batched, np.broadcast_to(expected, (3, 2, 1)), rtol=1e-6)
