@@ -96,12 +96,10 @@ def _scan(params, opt_state, batch: Minibatch, perms: jax.Array, hp: Hparams, lr
                                        tx=make_optimizer(hp, config), network=network,
                                        config=config, axis_name=axis_name, view=view)
     epoch = functools.partial(_epoch, batch=batch, minibatch_step=minibatch_step, config=config)
-    sums = jnp.zeros((len(STAT_FIELDS),), jnp.float32)
+    sums = batched_like(jnp.zeros((len(STAT_FIELDS),), jnp.float32), params)
     stopped = jnp.bool_(False)
-    if config.target_kl is None:  # never changes: only the sums mix with the agent's values
-        sums = batched_like(sums, params)
-    else:
-        stopped, sums = batched_like((stopped, sums), params)
+    if config.target_kl is not None:  # only then does it change, with the agent's KL
+        stopped = batched_like(stopped, params)
     (params, opt_state, _, sums), _ = jax.lax.scan(
         epoch, (params, opt_state, stopped, sums), perms)
     return params, opt_state, sums

@@ -141,18 +141,23 @@ def _batched_carry(runner: RunnerState, hp: Hparams, config: PPOConfig,
     (the loop passes them through: one for all agents); and a `host` env's state, whose pool
     holds one set of envs: settings vmapped over one key and one such env are refused in
     one line when the loop's first pass finds them (`envs/host.py`), not stepped as more."""
+
+    def force(tree):
+        return batched_like(tree, (runner, hp))
+
+    def stats(rms: RunningMeanStd, on: bool) -> RunningMeanStd:
+        return RunningMeanStd(*force(rms[:2]), rms.count) if on else rms
+
     ts, norm, env = runner.train_state, runner.train_state.normalizer, runner.env
-    stats = {"obs": norm.obs[:2]} if config.normalize_obs else {}
-    if config.normalize_reward:  # and the running discounted return it is updated from
-        stats.update(ret=norm.ret[:2], discounted=env.discounted_return)
-    forced_env = None if host else env._replace(discounted_return=None)
-    params, opt_state, stats, env_parts, last = batched_like(
-        (ts.params, ts.opt_state, stats, forced_env, (runner.last_return, runner.last_length)),
-        (runner, hp))
-    env_parts = env if host else env_parts
-    normalizer = NormalizerState(*(RunningMeanStd(*stats[k], rms.count) if k in stats else rms
-                                   for k, rms in zip(norm._fields, norm, strict=True)))
-    env = env_parts._replace(discounted_return=stats.get("discounted", env.discounted_return))
+    if not host:
+        env = force(env._replace(discounted_return=None))._replace(
+            discounted_return=env.discounted_return)
+    if config.normalize_reward:
+        env = env._replace(discounted_return=force(env.discounted_return))
+    normalizer = NormalizerState(stats(norm.obs, config.normalize_obs),
+                                 stats(norm.ret, config.normalize_reward))
+    params, opt_state, *last = force((ts.params, ts.opt_state, runner.last_return,
+                                      runner.last_length))
     return RunnerState(TrainState(params, opt_state, normalizer, ts.step), env, *last,
                        runner.key)
 

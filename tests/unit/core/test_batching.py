@@ -65,7 +65,7 @@ def _traced(fn, args, monkeypatch):
     return jaxpr, (sum(len(p) * size[k] for k, p in passes.items()), sum(size.values()))
 
 
-def _carries(jaxpr) -> list[list[str]]:
+def _scan_inputs(jaxpr) -> list[list[str]]:
     """The input types (constants, carry, scanned) of every scan in `jaxpr`, nested ones
     included, in order."""
     out = []
@@ -73,7 +73,7 @@ def _carries(jaxpr) -> list[list[str]]:
         if eqn.primitive.name == "scan":
             out.append([str(v.aval) for v in eqn.invars])
         for sub in jaxprs_in_params(eqn.params):
-            out += _carries(sub)
+            out += _scan_inputs(sub)
     return out
 
 
@@ -86,7 +86,7 @@ def _same_program(forced, found, nested: bool):
     """The same scan carries; nested vmaps: Adam's step count (int32, one per agent of the
     inner vmap) is also one per agent of the outer, where the inner vmap's per-leaf epochs
     (`core/epochs.py`) hand it on as plain code and it stays unbatched."""
-    for a, b in zip(_carries(forced.jaxpr), _carries(found.jaxpr), strict=True):
+    for a, b in zip(_scan_inputs(forced.jaxpr), _scan_inputs(found.jaxpr), strict=True):
         for x, y in zip(a, b, strict=True):
             assert x == y or (nested and x.startswith("int32[") and x.replace("[2,", "[", 1) == y
                               ), (x, y)
