@@ -25,7 +25,15 @@ import numpy as np
 
 from jaxppo.config import PPOConfig
 from jaxppo.core.distributions import Policy, head_distribution
-from jaxppo.core.torsos import CONV_STACKS, PIXEL_TORSOS, TORSO_HIDDEN, Conv, check_torso, orthogonal
+from jaxppo.core.torsos import (
+    CONV_STACKS,
+    PIXEL_TORSOS,
+    TORSO_HIDDEN,
+    Conv,
+    check_torso,
+    dense_dot,
+    orthogonal,
+)
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu, "elu": nn.elu}
 
@@ -60,13 +68,13 @@ class MLP(nn.Module):
             x = x.reshape((*lead, -1))
         for width in self.hidden_sizes:
             x = nn.Dense(width, dtype=self.dtype, param_dtype=jnp.float32,
-                         kernel_init=orthogonal(np.sqrt(2)),
+                         kernel_init=orthogonal(np.sqrt(2)), dot_general=dense_dot,
                          bias_init=nn.initializers.zeros)(x)
             x = act(x)
         if not self.out_dim:
             return x
         x = nn.Dense(self.out_dim, dtype=self.dtype, param_dtype=jnp.float32,
-                     kernel_init=orthogonal(self.out_gain),
+                     kernel_init=orthogonal(self.out_gain), dot_general=dense_dot,
                      bias_init=nn.initializers.zeros)(x)
         return x.astype(jnp.float32)
 

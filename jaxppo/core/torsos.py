@@ -1,9 +1,10 @@
-"""The pieces networks are built from that are not PPO's: the orthogonal initializer and the
+"""The pieces networks are built from that are not PPO's: the orthogonal initializer, the
 conv torsos (their layer stacks, a convolution XLA:CPU runs fast, the check that an
-observation fits a stack).
+observation fits a stack) and the dense layers' product on a few rows.
 
 Kept apart from `networks.py` because each carries a workaround with its own reason
-(a jaxlib QR deadlock, a slow CPU convolution) that the actor-critic modules need not know.
+(a jaxlib QR deadlock, a slow CPU convolution, a CPU matmul call that costs more than its
+arithmetic) that the actor-critic modules need not know.
 
 Axis legend: B = batch, H x W = image height x width, C = channels, F = conv filters,
 k = kernel size.
@@ -11,6 +12,7 @@ k = kernel size.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import flax.linen as nn
@@ -84,6 +86,69 @@ def conv_as_matmul(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     cols = jnp.concatenate([x[:, i:i + ho, j:j + wo, :] for i in range(q) for j in range(q)],
                            axis=-1)
     return cols @ kernel.reshape(-1, f)
+
+
+FEW_ROWS = 16
+"""Up to this many rows (an agent alone's rollout step over its envs, an act), a dense layer's
+product on the CPU is a multiply and a sum (`dense_dot`)."""
+
+
+def _dot(lhs: jax.Array, rhs: jax.Array) -> jax.Array:
+    """[..., I] x [I, O] -> [..., O] as a dot (a matmul call on the CPU)."""
+    return jax.lax.dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())))
+
+
+@custom_vmap
+def _multiply_sum(lhs: jax.Array, rhs: jax.Array) -> jax.Array:
+    """[..., I] x [I, O] -> [..., O] as elementwise products summed over I: loops XLA fuses
+    with what comes before and after, where a dot is a call of its own."""
+    return jnp.sum(lhs[..., :, None] * rhs, axis=-2)
+
+
+@_multiply_sum.def_vmap
+def _multiply_sum_vmapped(axis_size: int, in_batched, lhs, rhs):
+    """Vmapped (seeds, settings), the rows are many: a batched dot is faster (the products
+    and sums ran 5% slower at 32 seeds of CartPole's default config)."""
+    axes = tuple(0 if b else None for b in in_batched)
+    return jax.vmap(_dot, in_axes=axes)(lhs, rhs), True
+
+
+@jax.custom_jvp
+def _few_rows(lhs: jax.Array, rhs: jax.Array) -> jax.Array:
+    return _multiply_sum(lhs, rhs)
+
+
+@_few_rows.defjvp
+def _few_rows_jvp(primals, tangents):
+    """The product's derivative, as dots: JAX cannot transpose a `custom_vmap` (reverse mode),
+    and a minibatch of few rows is differentiated through here."""
+    (lhs, rhs), (d_lhs, d_rhs) = primals, tangents
+    return _few_rows(lhs, rhs), _dot(d_lhs, rhs) + _dot(lhs, d_rhs)
+
+
+def dense_dot(lhs: jax.Array, rhs: jax.Array, dimension_numbers, precision=None,
+              preferred_element_type=None) -> jax.Array:
+    """`nn.Dense`'s product (its `dot_general`). On the CPU, float32 inputs of at most
+    `FEW_ROWS` rows (an agent alone's rollout step: `num_envs` rows) are multiplied and summed
+    elementwise: XLA:CPU calls a matmul library for a dot, a call whose dispatch costs more than
+    4 x 64 x 64 products, and which splits the step's loop body where the fused form does not
+    (CartPole's default config, one seed: +3.8% SPS, docs/benchmarks/purejaxrl.md). Every
+    larger or vmapped product, other dtypes and every other platform (cuBLAS on a GPU) keep
+    the dot, as does a batch of symbolic size (`export_policy`'s). The same sums in another
+    order: float rounding apart, the same values."""
+    def as_dot(lhs, rhs):
+        return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                                   preferred_element_type=preferred_element_type)
+
+    plain = (dimension_numbers == (((lhs.ndim - 1,), (0,)), ((), ())) and rhs.ndim == 2
+             and lhs.dtype == rhs.dtype == jnp.float32 and preferred_element_type is None
+             and precision is None and all(isinstance(d, int) for d in lhs.shape)
+             and math.prod(lhs.shape[:-1]) <= FEW_ROWS)  # not a symbolic batch (an export)
+    if not plain:
+        return as_dot(lhs, rhs)
+    # chosen for the platform the program is compiled for (`jaxppo profile --target h100`
+    # compiles for a GPU on the CPU), as `Conv`'s is
+    return jax.lax.platform_dependent(lhs, rhs, cpu=_few_rows, default=as_dot)
 
 
 class Conv(nn.Module):
