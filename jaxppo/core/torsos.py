@@ -88,9 +88,11 @@ def conv_as_matmul(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     return cols @ kernel.reshape(-1, f)
 
 
-FEW_ROWS = 16
-"""Up to this many rows (an agent alone's rollout step over its envs, an act), a dense layer's
-product on the CPU is a multiply and a sum (`dense_dot`)."""
+FEW_ROWS = 4
+"""Up to this many rows (an agent alone's rollout step over the default configs' 4 envs, an
+act), a dense layer's product on the CPU is a multiply and a sum (`dense_dot`). Where it was
+measured to gain: at 8 and 16 rows (CartPole, one seed, 8 or 16 envs) the two forms were
+within their runs' spread."""
 
 
 def _dot(lhs: jax.Array, rhs: jax.Array) -> jax.Array:
@@ -131,8 +133,8 @@ def dense_dot(lhs: jax.Array, rhs: jax.Array, dimension_numbers, precision=None,
     """`nn.Dense`'s product (its `dot_general`). On the CPU, float32 inputs of at most
     `FEW_ROWS` rows (an agent alone's rollout step: `num_envs` rows) are multiplied and summed
     elementwise: XLA:CPU calls a matmul library for a dot, a call whose dispatch costs more than
-    4 x 64 x 64 products, and which splits the step's loop body where the fused form does not
-    (CartPole's default config, one seed: +3.8% SPS, docs/benchmarks/purejaxrl.md). Every
+    4 x 64 x 64 products (CartPole's default config, one seed: +6% SPS,
+    docs/benchmarks/purejaxrl.md). Every
     larger or vmapped product, other dtypes and every other platform (cuBLAS on a GPU) keep
     the dot, as does a batch of symbolic size (`export_policy`'s). The same sums in another
     order: float rounding apart, the same values."""
