@@ -134,23 +134,20 @@ def dense_dot(lhs: jax.Array, rhs: jax.Array, dimension_numbers, precision=None,
     `FEW_ROWS` rows (an agent alone's rollout step: `num_envs` rows) are multiplied and summed
     elementwise: XLA:CPU calls a matmul library for a dot, a call whose dispatch costs more than
     4 x 64 x 64 products (CartPole's default config, one seed: +6% SPS,
-    docs/benchmarks/purejaxrl.md). Every
-    larger or vmapped product, other dtypes and every other platform (cuBLAS on a GPU) keep
-    the dot, as does a batch of symbolic size (`export_policy`'s). The same sums in another
-    order: float rounding apart, the same values."""
-    def as_dot(lhs, rhs):
-        return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
-                                   preferred_element_type=preferred_element_type)
-
+    docs/benchmarks/purejaxrl.md). Every larger or vmapped product, other dtypes and every
+    other platform (cuBLAS on a GPU) keep the dot, as does a batch of symbolic size
+    (`export_policy`'s). The same sums in another order: float rounding apart, the same
+    values."""
     plain = (dimension_numbers == (((lhs.ndim - 1,), (0,)), ((), ())) and rhs.ndim == 2
              and lhs.dtype == rhs.dtype == jnp.float32 and preferred_element_type is None
              and precision is None and all(isinstance(d, int) for d in lhs.shape)
              and math.prod(lhs.shape[:-1]) <= FEW_ROWS)  # not a symbolic batch (an export)
     if not plain:
-        return as_dot(lhs, rhs)
+        return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                                   preferred_element_type=preferred_element_type)
     # chosen for the platform the program is compiled for (`jaxppo profile --target h100`
-    # compiles for a GPU on the CPU), as `Conv`'s is
-    return jax.lax.platform_dependent(lhs, rhs, cpu=_few_rows, default=as_dot)
+    # compiles for a GPU on the CPU), as `Conv`'s is; `plain` makes `_dot` the product asked
+    return jax.lax.platform_dependent(lhs, rhs, cpu=_few_rows, default=_dot)
 
 
 class Conv(nn.Module):

@@ -1,5 +1,7 @@
 """GAE against a plain NumPy loop, and a case worked by hand."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -83,9 +85,6 @@ def test_the_advantages_differentiate_as_worked_by_hand_alone_and_vmapped():
     regression: the carry's `batched_like` once had no reverse-mode rule). Two steps, no
     episode end: A_1 = delta_1, A_0 = delta_0 + gamma * lam * delta_1, so the gradient of
     A_0 + A_1 with respect to V(s_0), V(s_1) is -1 and -(1 + gamma * lam)."""
-    import jax
-    import jax.numpy as jnp
-
     zeros = jnp.zeros((2, 1))
 
     def loss(values):
