@@ -66,17 +66,17 @@ class MLP(nn.Module):
                          kernel_init=orthogonal(np.sqrt(2)))(x)
                 x = nn.relu(x)
             x = x.reshape((*lead, -1))
+
+        def dense(width: int, gain: float) -> nn.Dense:
+            return nn.Dense(width, dtype=self.dtype, param_dtype=jnp.float32,
+                            kernel_init=orthogonal(gain), dot_general=dense_dot,
+                            bias_init=nn.initializers.zeros)
+
         for width in self.hidden_sizes:
-            x = nn.Dense(width, dtype=self.dtype, param_dtype=jnp.float32,
-                         kernel_init=orthogonal(np.sqrt(2)), dot_general=dense_dot,
-                         bias_init=nn.initializers.zeros)(x)
-            x = act(x)
+            x = act(dense(width, np.sqrt(2))(x))
         if not self.out_dim:
             return x
-        x = nn.Dense(self.out_dim, dtype=self.dtype, param_dtype=jnp.float32,
-                     kernel_init=orthogonal(self.out_gain), dot_general=dense_dot,
-                     bias_init=nn.initializers.zeros)(x)
-        return x.astype(jnp.float32)
+        return dense(self.out_dim, self.out_gain)(x).astype(jnp.float32)
 
 
 class ActorCritic(nn.Module):
