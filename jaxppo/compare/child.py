@@ -1,5 +1,6 @@
-"""A run's process of `jaxppo compare` (`fit.CHILD` starts it with `python -c`): one system's
-run, measured, as one JSON line on stdout; ended as the `jaxppo` command ends."""
+"""A jaxppo system's run process in `jaxppo compare` (`fit.CHILD` starts it with `python -c`):
+one run, measured, as one JSON line on stdout; ended as the `jaxppo` command ends. The PyTorch
+systems run in `torch_child.py`'s, which imports no JAX."""
 
 from __future__ import annotations
 
@@ -9,25 +10,18 @@ import signal
 import sys
 
 from jaxppo._xla import setup_compilation_cache
-from jaxppo.compare.compare import measure_subproc, run_system
+from jaxppo.compare.compare import run_system
 from jaxppo.config import PPOConfig
 from jaxppo.process import exit_process
 
 
 def child_main(argv: list[str]) -> None:
     """A run's process' work (`child_entry` runs it: `fit.CHILD`, `python -m
-    jaxppo.compare.child`): argv `SYSTEM CONFIG_JSON SEEDS SEED [SB3_THREADS]`; one JSON
-    line on stdout (SYSTEM `measure`: `measure_subproc`'s)."""
+    jaxppo.compare.child`): argv `SYSTEM CONFIG_JSON SEEDS SEED [THREADS]` (SYSTEM `jaxppo` or
+    `jaxppo-seeds`; THREADS, the PyTorch systems', is not read); one JSON line on stdout."""
     setup_compilation_cache(not os.environ.get("JAXPPO_COMPARE_NO_CACHE"))
-    system, config_json, seeds, seed, *threads = argv
-    if not system.startswith("jaxppo"):  # every PyTorch system, and `measure`
-        import torch
-
-        torch.set_num_threads(int(threads[0]) if threads else 1)
+    system, config_json, seeds, seed, *_ = argv
     config = PPOConfig(**json.loads(config_json))
-    if system == "measure":
-        print(json.dumps(measure_subproc(config, int(seed))), flush=True)
-        return
     print(json.dumps(run_system(system, config, int(seeds), int(seed))), flush=True)
 
 

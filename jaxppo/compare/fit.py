@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from jaxppo.compare.runners import torch_job
 from jaxppo.compare.systems import MULTIPROCESS
 from jaxppo.config import PPOConfig
 from jaxppo.errors import UsageError
@@ -28,6 +29,29 @@ CHILD = (sys.executable, "-c",
 `python -m`: processes that multiprocessing starts (SB3's SubprocVecEnv workers) import the
 parent's main module again, and a `-m jaxppo...` main would give every SB3 worker jaxppo and
 JAX (~80 MB and seconds of setup each, counted on SB3's side); `-c` has none to import."""
+
+TORCH_CHILD = (sys.executable, "-c", "\n".join([
+    "import importlib.util, sys",
+    "def defer(name):",  # the package's module, its __init__ run only when a name is asked for
+    "    spec = importlib.util.find_spec(name)",
+    "    pkg = sys.modules[name] = importlib.util.module_from_spec(spec)",
+    "    def load(attr):",
+    "        del pkg.__getattr__",
+    "        spec.loader.exec_module(pkg)",
+    "        return getattr(pkg, attr)",
+    "    pkg.__getattr__ = load",
+    "    parent, _, child = name.rpartition('.')",
+    "    if parent:",
+    "        setattr(sys.modules[parent], child, pkg)",
+    "defer('jaxppo')",
+    "defer('jaxppo.envs')",
+    "from jaxppo.compare.torch_child import child_entry",
+    "child_entry(sys.argv[1:])"]))
+"""How compare starts a PyTorch system's run: `TORCH_CHILD + (SYSTEM, JOB_JSON, SEED,
+THREADS)` (`torch_child.py`). The `jaxppo` and `jaxppo.envs` package initialisers import the
+public API, and so JAX; here they run only if something asks the package for a name, so the
+run's process holds what a user's PyTorch script would, not JAX as well (~130 MB, ~1.5 s of
+CPU)."""
 
 
 def machine_load() -> float | None:
@@ -118,41 +142,12 @@ def threads_text(system: str, config: PPOConfig, reported: dict) -> str:
     return f"torch {reported['threads']}{procs}"
 
 
-def process_bytes(pid: int) -> int | None:
-    """A process's own memory: its private pages (what another copy of it adds), else its
-    resident size; None where /proc has neither."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
-            private = [int(line.split()[1]) for line in f
-                       if line.startswith(("Private_Clean:", "Private_Dirty:"))]
-        if private:
-            return sum(private) * 1024
-    except (OSError, ValueError):
-        pass
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def holds_jax(pid: int) -> bool | None:
-    """Whether process `pid` has JAX's compiled library mapped (None where /proc cannot say)."""
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
-            return "jaxlib" in f.read()
-    except OSError:
-        return None
-
-
 def measure_sb3(config: PPOConfig, env: dict | None = None) -> dict:
     """{"worker": bytes, "main": bytes} (None where unknown): one `SubprocVecEnv` worker of
     `config`'s env and the SB3 process around it, measured in a child process (the SB3 side
-    in `sb3.measure_subproc`)."""
-    proc = subprocess.run([*CHILD, "measure", json.dumps(config.to_dict()), "1", "0"],
+    in `sb3_run.measure_subproc`)."""
+    proc = subprocess.run([*TORCH_CHILD, "measure", json.dumps(torch_job(config, measure=True)),
+                           "0"],
                           capture_output=True, text=True,
                           env={**(env or os.environ), "JAX_PLATFORMS": "cpu"})
     if proc.returncode != 0:

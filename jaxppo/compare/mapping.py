@@ -21,9 +21,10 @@ The differences handled (checked in each library's source, Tianshou 2.0.1, Torch
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jaxppo.config import PPOConfig
+if TYPE_CHECKING:  # annotations only: the PyTorch systems' process imports no JAX
+    from jaxppo.config import PPOConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,16 +1,19 @@
-"""One run of a Tianshou, TorchRL or torch-script system in `jaxppo compare`'s child process:
-the env factory and the library's arguments from the config (`mapping`), then the library's
-own module (`tianshou.py`, `torchrl.py`, `torch_ppo.py`), imported here, when it runs."""
+"""The parent's side of the PyTorch systems in `jaxppo compare`: whether their libraries are
+installed (one line naming the extra), their versions, the mapping notes, and what each run's
+process is given (`torch_job`: the config as plain data, the solve threshold, MinAtar's time
+limit), which that process, importing no JAX, cannot work out itself (`torch_child.py`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from importlib.metadata import PackageNotFoundError, version
 
 from jaxppo.compare import mapping
-from jaxppo.compare.gym_side import env_fn
 from jaxppo.compare.systems import library
+from jaxppo.compare.twins import env_kind
 from jaxppo.config import PPOConfig
+from jaxppo.envs import make_env
 from jaxppo.errors import ConfigError
 from jaxppo.run.stats import solve_threshold
 
@@ -60,38 +63,37 @@ def check_library(system: str) -> None:
             raise ConfigError(f"--systems {system} needs {mod}: {INSTALL[lib]}")
 
 
-def network(config: PPOConfig) -> dict:
-    return {"hidden": list(config.hidden_sizes), "activation": config.activation}
+DERIVED = ("batch_size", "minibatch_size", "num_updates", "env_steps")
+"""The sizes `PPOConfig` derives from its keys that the PyTorch systems read."""
 
 
-def run_pytorch(system: str, config: PPOConfig, seed: int, t0: float, kind: str,
-                gym_id: str) -> dict:
-    """Run `system` once in this process (timings from `t0`)."""
-    limit = None
-    if kind == "minatar":
-        from jaxppo.compare.sb3 import minatar_time_limit
+def torch_side(config: PPOConfig) -> dict:
+    """`config` as a PyTorch system's process reads it (`torch_child.py`): its keys and the
+    sizes derived from them, as plain JSON, so that process needs no `PPOConfig` (whose module
+    imports jaxppo's env registry, and so JAX)."""
+    return {**config.to_dict(), **{k: getattr(config, k) for k in DERIVED}}
 
-        limit = minatar_time_limit(config.env_id, config.max_episode_steps)
-    make = env_fn(kind, config.env_id, gym_id, config.env_imports, limit)
-    threshold = solve_threshold(config.env_id)
-    lib = library(system)
-    if lib == "tianshou":
-        from jaxppo.compare import tianshou
 
-        return tianshou.run(mapping.tianshou_mapping(config), network(config), make,
-                            system.endswith("subproc"), seed, threshold, t0,
-                            config.num_updates, config.env_steps)
-    if lib == "torchrl":
-        from jaxppo.compare import torchrl
+def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None:
+    """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own `max_steps_in_episode`,
+    or the config's `max_episode_steps` where that is shorter (jaxppo truncates at the min)."""
+    own = int(make_env(env_id)[1].max_steps_in_episode)
+    return min(own, max_episode_steps) if max_episode_steps else own
 
-        return torchrl.run(mapping.torchrl_mapping(config), network(config), make,
-                           system.endswith("parallel"), seed, threshold, t0,
-                           config.num_updates, config.env_steps)
-    from jaxppo.compare import torch_ppo
 
-    return torch_ppo.run(mapping.torch_mapping(config).kwargs, make, system.endswith("async"),
-                         system.startswith("torch-compile"), seed, threshold, t0,
-                         config.env_steps)
+def torch_job(config: PPOConfig, measure: bool = False) -> dict:
+    """What a PyTorch system's process is given (`torch_child.child_main`): the config's
+    snapshot and what only jaxppo's env registry knows, the solve threshold and a MinAtar
+    game's time limit. `measure`: for `sb3_run.measure_subproc`, the config with one env and
+    the run's own (num_envs, num_steps)."""
+    limit = (minatar_time_limit(config.env_id, config.max_episode_steps)
+             if env_kind(config.env_id) == "minatar" else None)
+    job = {"config": torch_side(config), "threshold": solve_threshold(config.env_id),
+           "time_limit": limit}
+    if measure:
+        one = dataclasses.replace(config, num_envs=1, num_minibatches=1)
+        job.update(config=torch_side(one), full=[config.num_envs, config.num_steps])
+    return job
 
 
 def mapping_notes(systems: tuple[str, ...], config: PPOConfig) -> list[str]:

@@ -28,8 +28,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 import jaxppo.envs.imports
 from jaxppo.compare import sb3_envs
 from jaxppo.compare.sb3_envs import MinAtarEnv, make_atari, make_gym
-from jaxppo.core.torsos import CONV_STACKS
-from jaxppo.envs import make_env
+from jaxppo.core.torso_specs import CONV_STACKS
 
 BY_VALUE = (sb3_envs, jaxppo.envs.imports)
 """The modules whose code SubprocVecEnv's workers get by value: they import no jaxppo."""
@@ -39,12 +38,6 @@ MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
                  "SpaceInvaders-MinAtar": "space_invaders"}
 """gymnax MinAtar id -> the reference package's game name."""
 
-def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None:
-    """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own `max_steps_in_episode`,
-    or the config's `max_episode_steps` where that is shorter (jaxppo truncates at the min)."""
-    own = int(make_env(env_id)[1].max_steps_in_episode)
-    return min(own, max_episode_steps) if max_episode_steps else own
-
 
 def atari_gym_id(env_id: str) -> str:
     """`envpool/Breakout-v5` -> `BreakoutNoFrameskip-v4` (same game, minimal action set, no
@@ -53,10 +46,11 @@ def atari_gym_id(env_id: str) -> str:
 
 
 def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
-             max_episode_steps: int | None = None, gym_id: str | None = None,
+             time_limit: int | None = None, gym_id: str | None = None,
              imports: tuple[str, ...] = ()):
     """SB3's vectorised env for one compare `kind` (`classic`, `minatar`, `atari`, `gymnasium`);
-    every env sits in a `Monitor`, whose `info["episode"]` is the return compare logs."""
+    every env sits in a `Monitor`, whose `info["episode"]` is the return compare logs.
+    `time_limit`: a MinAtar game's, as jaxppo runs it (`runners.minatar_time_limit`)."""
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
 
@@ -65,8 +59,7 @@ def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
         for module in BY_VALUE:
             cloudpickle.register_pickle_by_value(module)
     if kind == "minatar":
-        limit = minatar_time_limit(env_id, max_episode_steps)
-        make = functools.partial(MinAtarEnv, MINATAR_GAMES[env_id], limit)
+        make = functools.partial(MinAtarEnv, MINATAR_GAMES[env_id], time_limit)
         return make_vec_env(make, n_envs=num_envs, seed=seed, vec_env_cls=vec_cls)
     if kind == "atari":
         # The Monitor sits under AtariWrapper (make_vec_env wraps it first): it sees the raw
@@ -79,7 +72,7 @@ def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
 
 
 class ConvTorso(BaseFeaturesExtractor):
-    """jaxppo's conv torso (`torsos.CONV_STACKS[torso]`: VALID padding, ReLU after each conv,
+    """jaxppo's conv torso (`torso_specs.CONV_STACKS[torso]`: VALID padding, ReLU after each conv,
     then the flatten) over channel-last observations [B, H, W, C]. The flatten runs over
     (H, W, C) as flax's does, so a weight copied across would line up."""
 

@@ -1,6 +1,6 @@
 """The episode bookkeeping every PyTorch system of `jaxppo compare` reports with, as SB3's
 callback does (`compare._run_sb3`): per update, the mean return of the episodes that ended in
-its rollout goes into the same solve rule as jaxppo's (`stats.SolveTracker`); the final return
+its rollout goes into the same solve rule as jaxppo's (`solve.SolveTracker`); the final return
 is that mean of the last update in which an episode ended."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from jaxppo.run.stats import SolveTracker
+from jaxppo.run.solve import SolveTracker
 
 
 class EpisodeLog:

@@ -127,6 +127,36 @@ def end_leftovers(members: dict[int, str], grace_s: float = GRACE_S,
     return alive
 
 
+def process_bytes(pid: int) -> int | None:
+    """A process's own memory: its private pages (what another copy of it adds), else its
+    resident size; None where /proc has neither."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+            private = [int(line.split()[1]) for line in f
+                       if line.startswith(("Private_Clean:", "Private_Dirty:"))]
+        if private:
+            return sum(private) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def holds_jax(pid: int) -> bool | None:
+    """Whether process `pid` has JAX's compiled library mapped (None where /proc cannot say)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            return "jaxlib" in f.read()
+    except OSError:
+        return None
+
+
 def peak(samples: list[tuple[int, int, int]]) -> dict:
     """The run's peaks: memory, processes, threads (None each where nothing was sampled)."""
     if not samples:

@@ -25,10 +25,8 @@ import numpy as np
 
 from jaxppo.config import PPOConfig
 from jaxppo.core.distributions import Policy, head_distribution
+from jaxppo.core.torso_specs import CONV_STACKS, PIXEL_TORSOS, TORSO_HIDDEN
 from jaxppo.core.torsos import (
-    CONV_STACKS,
-    PIXEL_TORSOS,
-    TORSO_HIDDEN,
     Conv,
     check_torso,
     dense_dot,

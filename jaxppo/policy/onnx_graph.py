@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from jaxppo.core.distributions import MASKED_LOGIT
-from jaxppo.core.torsos import CONV_STACKS, PIXEL_TORSOS
+from jaxppo.core.torso_specs import CONV_STACKS, PIXEL_TORSOS
 from jaxppo.policy.forward import carry_names
 
 OPSET = 17

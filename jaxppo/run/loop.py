@@ -20,7 +20,8 @@ from jaxppo.run.distributed import from_process_0, gather
 from jaxppo.run.divergence import find_nonfinite, run_divergences
 from jaxppo.run.driver import ChunkResult
 from jaxppo.run.events import Callback, ChunkEvent, Divergence, RunInfo, RunResult, stack_metrics
-from jaxppo.run.stats import RunStats, quiet_nonfinite
+from jaxppo.run.solve import quiet_nonfinite
+from jaxppo.run.stats import RunStats
 from jaxppo.run.summary import build_summary
 from jaxppo.rundir.ledger import make_ledger
 

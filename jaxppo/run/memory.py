@@ -24,7 +24,7 @@ from jaxppo.config import PPOConfig
 from jaxppo.core.metrics import METRIC_NAMES
 from jaxppo.core.networks import init_params, make_network
 from jaxppo.core.rollout import values_after_scan
-from jaxppo.core.torsos import CONV_STACKS
+from jaxppo.core.torso_specs import CONV_STACKS
 from jaxppo.envs import VecEnv
 from jaxppo.envs.resets import default_reset_batch
 from jaxppo.errors import ConfigError, UsageError

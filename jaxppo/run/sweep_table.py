@@ -11,7 +11,8 @@ import numpy as np
 
 from jaxppo.labels import setting_label
 from jaxppo.run.events import Callback, RunInfo, RunResult
-from jaxppo.run.stats import mean_std_or_none, quiet_nonfinite
+from jaxppo.run.solve import quiet_nonfinite
+from jaxppo.run.stats import mean_std_or_none
 from jaxppo.rundir.sweep_csv import sweep_title, write_sweep_files
 
 

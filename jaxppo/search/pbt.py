@@ -28,7 +28,7 @@ import numpy as np
 from jaxppo.config import Hparams, PPOConfig, divisors
 from jaxppo.errors import ConfigError, UsageError
 from jaxppo.run.controller import Controller
-from jaxppo.run.stats import quiet_nonfinite
+from jaxppo.run.solve import quiet_nonfinite
 from jaxppo.rundir import names
 from jaxppo.rundir.csv_log import audit_pbt_logs, csv_text, gaps_from, gaps_record
 from jaxppo.rundir.files import write_atomic

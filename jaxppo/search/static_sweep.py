@@ -27,7 +27,7 @@ from jaxppo.labels import listed, setting_label
 from jaxppo.run.driver import Driver
 from jaxppo.run.experiment import Experiment, print_note
 from jaxppo.run.placement import make_placement
-from jaxppo.run.stats import quiet_nonfinite
+from jaxppo.run.solve import quiet_nonfinite
 from jaxppo.run.sweep_table import rank_settings
 from jaxppo.rundir import names
 from jaxppo.rundir.checkpoint import checkpoint_path, read_checkpoint

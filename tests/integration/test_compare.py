@@ -15,8 +15,9 @@ from conftest import ROOT
 
 from jaxppo import PPOConfig
 from jaxppo.cli import main
-from jaxppo.compare.compare import AnnealedLR, comparable_config, make_sb3
-from jaxppo.run.stats import SolveTracker
+from jaxppo.compare.compare import comparable_config, make_sb3
+from jaxppo.compare.sb3_run import AnnealedLR
+from jaxppo.run.solve import SolveTracker
 
 # The compare extra (torch, SB3) is in the dev extra on Python 3.11, so CI's first line runs
 # these; on 3.12+ the package index has no CPU-only torch build and the dev extra leaves it out.
@@ -222,8 +223,9 @@ def test_minatar_env_steps_as_the_reference_does():
 def test_minatar_env_has_gymnax_layout_and_time_limit():
     import gymnax
 
-    from jaxppo.compare.compare import MINATAR_IDS
-    from jaxppo.compare.sb3 import MINATAR_GAMES, MinAtarEnv, minatar_time_limit
+    from jaxppo.compare.runners import minatar_time_limit
+    from jaxppo.compare.sb3 import MINATAR_GAMES, MinAtarEnv
+    from jaxppo.compare.twins import MINATAR_IDS
 
     assert set(MINATAR_GAMES) == set(MINATAR_IDS) == {
         e for e in gymnax.registered_envs if e.endswith("-MinAtar")}
@@ -312,7 +314,7 @@ def test_sb3_minatar_side_runs_in_subprocesses(monkeypatch):
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
     from jaxppo.compare.compare import run_system
-    from jaxppo.compare.fit import holds_jax
+    from jaxppo.compare.tree import holds_jax
     from jaxppo.config import load_config
 
     real_close, held = SubprocVecEnv.close, []
@@ -339,10 +341,10 @@ def test_sb3_workers_import_no_jax():
     them by value, so no worker imports jaxppo and JAX (each did: +~80 MB and seconds of
     setup counted on SB3's side). `imports` (a config's env_imports) still run there.
     MinAtar's workers: checked in the run above."""
-    from jaxppo.compare.fit import holds_jax
     from jaxppo.compare.sb3 import make_vec
+    from jaxppo.compare.tree import holds_jax
 
-    env = make_vec("gymnasium", "gymnasium/CartPole-v1", 2, True, 0, max_episode_steps=50,
+    env = make_vec("gymnasium", "gymnasium/CartPole-v1", 2, True, 0,
                    gym_id="CartPole-v1", imports=("json",))
     try:
         env.reset()
@@ -373,8 +375,8 @@ def _cleanrl_atari(**kw) -> PPOConfig:
 
 
 def test_atari_hyperparameters_map_by_hand(monkeypatch):
-    from jaxppo.compare.compare import sb3_kwargs
     from jaxppo.compare.sb3 import atari_gym_id, policy_setup
+    from jaxppo.compare.sb3_run import sb3_kwargs
 
     _allow_envpool_ids(monkeypatch)
     config, notes = comparable_config(_cleanrl_atari(clip_vloss=True))
@@ -405,7 +407,7 @@ def test_nature_cnn_policy_has_jaxppos_parameters(monkeypatch, kw):
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticCnnPolicy
 
-    from jaxppo.compare.compare import sb3_kwargs
+    from jaxppo.compare.sb3_run import sb3_kwargs
     from jaxppo.core.networks import init_params, make_network
 
     _allow_envpool_ids(monkeypatch)
@@ -583,6 +585,8 @@ def test_the_subproc_size_is_measured(end_to_end):
     assert size["worker"] > 20 * 1024**2 and size["main"] > size["worker"], size
     if os.path.exists("/proc/self/maps"):
         assert size["worker_jax"] is False, size
+        # nor the SB3 process measured around it (`fit.TORCH_CHILD`): its "main" is SB3's own
+        assert size["jax_loaded"] is False, size
 
 
 @pytest.mark.parametrize("argv, culprit", [

@@ -4,8 +4,10 @@ mapped values, and the fairness flag on a system given a deliberately wrong mapp
 
 import csv
 import io
+import json
 import os
 import pickle
+import subprocess
 
 import pytest
 from conftest import ROOT
@@ -32,6 +34,20 @@ def _compare(tmp_path, config, systems):
     return rows, (out / "compare.md").read_text()
 
 
+def _reports(mp) -> dict:
+    """Each child run's JSON line by system, kept as compare reads it (`subprocess.run`)."""
+    reports, real = {}, subprocess.run
+
+    def run(argv, **kw):
+        proc = real(argv, **kw)
+        if proc.stdout.strip():
+            reports[argv[3]] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return proc
+
+    mp.setattr(compare_module.subprocess, "run", run)
+    return reports
+
+
 @pytest.fixture(scope="module")
 def cartpole(tmp_path_factory):
     """Every CartPole form in one compare run (rows, compare.md), which the two tests below
@@ -43,14 +59,16 @@ def cartpole(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NUMBA_DISABLE_JIT", "1")
         mp.setattr(compare_module, "measure_sb3", lambda config, env=None: {})
-        return _compare(tmp_path_factory.mktemp("forms"), CARTPOLE,
-                        "tianshou,torchrl,torch,torchrl-serial,torch-async,torch-compile")
+        reports = _reports(mp)
+        return (*_compare(tmp_path_factory.mktemp("forms"), CARTPOLE,
+                          "tianshou,torchrl,torch,torchrl-serial,torch-async,torch-compile"),
+                reports)
 
 
 def test_plain_names_run_end_to_end(cartpole):
     """tianshou, torchrl, torch: each a child process at 128 steps; its tree's memory,
     processes and threads measured (so are the other forms', run beside them)."""
-    rows, md = cartpole
+    rows, md, _ = cartpole
     assert list(rows)[:3] == ["tianshou-subproc", "torchrl-parallel", "torch-sync"]
     for r in rows.values():
         assert int(float(r["repeats"])) == 1 and float(r["sps"]) > 0, r
@@ -66,10 +84,37 @@ def test_plain_names_run_end_to_end(cartpole):
 
 def test_other_forms_run_end_to_end(cartpole):
     """The other vector forms, and torch.compile (its compile counted as setup)."""
-    rows, _ = cartpole
+    rows, _, _ = cartpole
     assert list(rows)[3:] == ["torchrl-serial", "torch-async", "torch-compile-sync"]
     assert float(rows["torch-compile-sync"]["setup_s"]) > float(rows["torch-async"]["setup_s"])
     assert int(rows["torch-async"]["procs"]) >= 3
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/PID/maps")
+def test_the_pytorch_systems_processes_hold_no_jax(cartpole):
+    """Each PyTorch system's run process holds what a user's PyTorch script would: its table
+    row's memory and threads are the pipeline's own. Before, each imported jaxppo's package,
+    and so JAX (~130 MB more peak memory, ~1.5 s of CPU), in the very process measured."""
+    _, md, reports = cartpole
+    assert sorted(reports) == sorted(["tianshou-subproc", "torchrl-parallel", "torch-sync",
+                                      "torchrl-serial", "torch-async", "torch-compile-sync"])
+    assert {s: r["jax_loaded"] for s, r in reports.items()} == dict.fromkeys(reports, False)
+    assert "loaded JAX" not in md
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/PID/maps")
+def test_a_pytorch_run_that_loaded_jax_is_noted(tmp_path):
+    """Where a module the run imported loads JAX (here the env module named by --import), the
+    run's process says so and the table notes it: its memory is not the PyTorch side's alone."""
+    out = tmp_path / "cmp"
+    with pytest.MonkeyPatch.context() as mp:
+        reports = _reports(mp)
+        assert main(["compare", "--config", CARTPOLE, "--systems", "torch-sync", *TINY,
+                     "--set", "env_id=gymnasium/CartPole-v1", "--import", "jax",
+                     "--out", str(out)]) == 0
+    assert reports["torch-sync"]["jax_loaded"] is True
+    assert ("torch-sync: its process loaded JAX (a module it imported did), so its peak "
+            "memory includes JAX's") in (out / "compare.md").read_text()
 
 
 def test_an_env_a_library_lacks_is_a_dash_with_its_reason(tmp_path, monkeypatch):

@@ -23,7 +23,8 @@ from long_compile_env import ENV_ID, OPS
 
 from jaxppo import PPOConfig
 from jaxppo.cli import main
-from jaxppo.compare.fit import CHILD, holds_jax
+from jaxppo.compare.fit import CHILD
+from jaxppo.compare.tree import holds_jax
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 CARTPOLE = os.path.join(ROOT, "configs", "cartpole.yaml")

@@ -11,7 +11,7 @@ import pytest
 from faults_setup import CARTPOLE, LONG, LONG_UPDATES, TINY, child, cli, copy_of, one_line
 
 from jaxppo import Experiment, load_checkpoint
-from jaxppo.compare.fit import holds_jax
+from jaxppo.compare.tree import holds_jax
 from jaxppo.run.logs.csv_logger import CsvLogger
 from jaxppo.rundir.metrics_csv import read_metrics_csv
 

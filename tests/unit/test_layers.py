@@ -24,12 +24,11 @@ DEFERRED = {
     # jax.distributed.initialize in a multi-process run
     ("jaxppo.envs.registry", "jaxppo.envs.probes"),
     # the SB3 side imports torch and stable-baselines3 (the compare extra)
-    ("jaxppo.compare.compare", "jaxppo.compare.sb3"),
-    ("jaxppo.compare.runners", "jaxppo.compare.sb3"),
+    ("jaxppo.compare.sb3_run", "jaxppo.compare.sb3"),
     ("jaxppo.compare.gym_side", "jaxppo.compare.sb3"),
     # the Tianshou, TorchRL and torch-script systems import torch and their library (the
     # compare extra), only in the process that runs that system
-    ("jaxppo.compare.runners", "jaxppo.compare"),
+    ("jaxppo.compare.torch_child", "jaxppo.compare"),
 }
 
 

@@ -1,0 +1,46 @@
+"""Which environment the PyTorch systems of `jaxppo compare` run for a jaxppo env id: the kind
+of twin it has and the Gymnasium id. Plain data and string rules, imported by the parent and by
+the PyTorch systems' processes, which import no JAX (`torch_child.py`)."""
+
+from __future__ import annotations
+
+from jaxppo.errors import ConfigError
+
+GYMNASIUM_IDS = {
+    "CartPole-v1": "CartPole-v1",
+    "Acrobot-v1": "Acrobot-v1",
+    "MountainCar-v0": "MountainCar-v0",
+    "MountainCarContinuous-v0": "MountainCarContinuous-v0",
+    "Pendulum-v1": "Pendulum-v1",
+}
+"""gymnax ids whose gymnasium twin has the same dynamics, spaces and time limit."""
+
+MINATAR_IDS = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar",
+               "SpaceInvaders-MinAtar")
+"""gymnax's MinAtar games; SB3 runs the reference `minatar` package (`sb3_envs.MinAtarEnv`)."""
+
+ATARI_PREFIX = "envpool/"
+GYMNASIUM_PREFIX = "gymnasium/"
+
+
+def env_kind(env_id: str) -> str:
+    """Which SB3 twin `env_id` has: `classic` (gymnasium's classic control), `minatar` (the
+    reference MinAtar), `atari` (EnvPool Atari vs ALE under SB3's Atari wrappers) or
+    `gymnasium` (the same Gymnasium id on both sides); one line if none."""
+    if env_id in GYMNASIUM_IDS:
+        return "classic"
+    if env_id in MINATAR_IDS:
+        return "minatar"
+    if env_id.startswith(ATARI_PREFIX) and env_id.endswith("-v5"):
+        return "atari"
+    if env_id.startswith(GYMNASIUM_PREFIX) and len(env_id) > len(GYMNASIUM_PREFIX):
+        return "gymnasium"
+    raise ConfigError(f"config key 'env_id': jaxppo compare runs envs that gymnasium has too "
+                      f"({', '.join(GYMNASIUM_IDS)}), gymnax's MinAtar games, EnvPool's Atari "
+                      f"games (envpool/<Game>-v5) and gymnasium/<id>, not {env_id!r}")
+
+
+def gym_id(env_id: str) -> str:
+    """The Gymnasium id a classic-control or `gymnasium/<id>` env runs as on the PyTorch side
+    (MinAtar and Atari build their own: `sb3_envs`)."""
+    return GYMNASIUM_IDS.get(env_id) or env_id.removeprefix(GYMNASIUM_PREFIX)
