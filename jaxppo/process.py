@@ -416,3 +416,18 @@ def exit_process(code: int | None, command: str = "jaxppo") -> NoReturn:
         atexit._run_exitfuncs()
     _flush()
     os._exit(code)
+
+
+def run_child(main, argv: list[str], command: str) -> NoReturn:
+    """A child process's work, `main(argv)`, ended as the `jaxppo` command ends
+    (`exit_process`): a stop signal it ended on (Ctrl-C; a run's `StopNow`, which says when) is
+    one line and 128 + N, not a traceback."""
+    try:
+        main(argv)
+        code = 0
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        when = getattr(e, "when", None) or "at once"
+        print(f"stopped by {signal.Signals(signum).name} {when}", file=sys.stderr)
+        code = 128 + signum
+    exit_process(code, command)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 
 from jaxppo._xla import setup_compilation_cache
 from jaxppo.compare.compare import run_system
 from jaxppo.config import PPOConfig
-from jaxppo.process import exit_process
+from jaxppo.process import run_child
 
 
 def child_main(argv: list[str]) -> None:
@@ -26,18 +25,10 @@ def child_main(argv: list[str]) -> None:
 
 
 def child_entry(argv: list[str]) -> None:
-    """A run's process (`fit.CHILD`): `child_main`, ended as the `jaxppo` command ends
-    (`exit_process`). A stop signal the run held while XLA compiled is one line and 128 + N
-    (not a traceback); a compile abandoned by a second one ends without Python's shutdown."""
-    try:
-        child_main(argv)
-        code = 0
-    except KeyboardInterrupt as e:  # the run's StopNow (the parent has the same signal)
-        signum = getattr(e, "signum", signal.SIGINT)
-        when = getattr(e, "when", None) or "at once"
-        print(f"stopped by {signal.Signals(signum).name} {when}", file=sys.stderr)
-        code = 128 + signum
-    exit_process(code, "jaxppo compare's run")
+    """A run's process (`fit.CHILD`): `child_main` (`process.run_child`). A stop signal the run
+    held while XLA compiled is one line and 128 + N (not a traceback); a compile abandoned by
+    a second one ends without Python's shutdown."""
+    run_child(child_main, argv, "jaxppo compare's run")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ threshold counted from its start (so including compile/setup), and its final ret
 rule is the same code for every system (`solve.SolveTracker`: mean over seeds of each seed's
 mean return over its last 20 episodes).
 
-The mapping of `PPOConfig` to SB3's `PPO(...)` is `sb3_kwargs`; where the two algorithms differ
-the difference is removed on the jaxppo side and printed (`comparable_config`).
+The mapping of `PPOConfig` to SB3's `PPO(...)` is `sb3_run.sb3_kwargs`; where the two
+algorithms differ the difference is removed on the jaxppo side and printed
+(`comparable_config`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from jaxppo.compare.runners import (
     torch_job,
     versions,
 )
-from jaxppo.compare.sb3_run import build_sb3
 from jaxppo.compare.systems import MULTIPROCESS
 from jaxppo.compare.table import (  # noqa: F401 - CompareInterrupted: the CLI's too
     CompareInterrupted,
@@ -153,11 +153,6 @@ def run_system(system: str, config: PPOConfig, seeds: int, seed: int) -> dict:
         job = torch_job(config)
         return torch_child.run(system, job, seed, time.perf_counter())
     raise ValueError(f"unknown system {system!r}")
-
-
-def make_sb3(config: PPOConfig, subproc: bool, seed: int):
-    """`sb3_run.build_sb3` of `config`, a MinAtar game's time limit read from jaxppo's env."""
-    return build_sb3(config, subproc, seed, torch_job(config)["time_limit"])
 
 
 def jax_notes(systems) -> list[str]:

@@ -25,19 +25,26 @@ from jaxppo.run.memory import fmt_bytes, host_available
 
 CHILD = (sys.executable, "-c",
          "import sys; from jaxppo.compare.child import child_entry; child_entry(sys.argv[1:])")
-"""How compare starts a run's process: `CHILD + (SYSTEM, CONFIG_JSON, SEEDS, SEED, ...)`. Not
-`python -m`: processes that multiprocessing starts (SB3's SubprocVecEnv workers) import the
-parent's main module again, and a `-m jaxppo...` main would give every SB3 worker jaxppo and
-JAX (~80 MB and seconds of setup each, counted on SB3's side); `-c` has none to import."""
+"""How compare starts a jaxppo system's run: `CHILD + (SYSTEM, CONFIG_JSON, SEEDS, SEED, ...)`
+(the PyTorch systems': `TORCH_CHILD`). Not `python -m`, in both: processes that
+multiprocessing starts (SB3's SubprocVecEnv workers) import the parent's main module again,
+and a `-m jaxppo...` main would give every worker jaxppo and JAX (~80 MB and seconds of setup
+each); `-c` has none to import."""
 
 TORCH_CHILD = (sys.executable, "-c", "\n".join([
     "import importlib.util, sys",
     "def defer(name):",  # the package's module, its __init__ run only when a name is asked for
     "    spec = importlib.util.find_spec(name)",
     "    pkg = sys.modules[name] = importlib.util.module_from_spec(spec)",
-    "    def load(attr):",
+    "    def load(attr):",  # a probe for a dunder (hasattr, pickle's search) runs nothing
+    "        if attr.startswith('__') and attr != '__all__':",
+    "            raise AttributeError(attr)",
     "        del pkg.__getattr__",
-    "        spec.loader.exec_module(pkg)",
+    "        try:",
+    "            spec.loader.exec_module(pkg)",
+    "        except BaseException:",  # the package's own error, and a later try, not a stub's
+    "            pkg.__getattr__ = load",
+    "            raise",
     "        return getattr(pkg, attr)",
     "    pkg.__getattr__ = load",
     "    parent, _, child = name.rpartition('.')",
@@ -50,8 +57,8 @@ TORCH_CHILD = (sys.executable, "-c", "\n".join([
 """How compare starts a PyTorch system's run: `TORCH_CHILD + (SYSTEM, JOB_JSON, SEED,
 THREADS)` (`torch_child.py`). The `jaxppo` and `jaxppo.envs` package initialisers import the
 public API, and so JAX; here they run only if something asks the package for a name, so the
-run's process holds what a user's PyTorch script would, not JAX as well (~130 MB, ~1.5 s of
-CPU)."""
+run's process holds what a user's PyTorch script would, not JAX as well (in compare's table,
+~190 MB and 15 threads more for a one-process row; ~1.5 s of CPU)."""
 
 
 def machine_load() -> float | None:

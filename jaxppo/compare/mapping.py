@@ -1,7 +1,7 @@
 """One `PPOConfig`, said in each PyTorch library's own words: pure functions, one per system,
 each returning the library's arguments, the notes on how its documented differences were
 handled, and the hyperparameters it cannot express (named in the table, never dropped
-silently). SB3's mapping is `compare.sb3_kwargs`; these are the others'.
+silently). SB3's mapping is `sb3_run.sb3_kwargs`; these are the others'.
 
 The differences handled (checked in each library's source, Tianshou 2.0.1, TorchRL 0.14.1):
 - value loss: jaxppo's is 0.5 * MSE (CleanRL); Tianshou's `PPO` and TorchRL's `ClipPPOLoss`

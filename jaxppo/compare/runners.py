@@ -1,7 +1,7 @@
 """The parent's side of the PyTorch systems in `jaxppo compare`: whether their libraries are
 installed (one line naming the extra), their versions, the mapping notes, and what each run's
-process is given (`torch_job`: the config as plain data, the solve threshold, MinAtar's time
-limit), which that process, importing no JAX, cannot work out itself (`torch_child.py`)."""
+process is given (`torch_job`: the config as plain data, and the solve threshold, which that
+process, importing no JAX, cannot work out itself: `torch_child.py`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from jaxppo.compare import mapping
 from jaxppo.compare.systems import library
-from jaxppo.compare.twins import env_kind
 from jaxppo.config import PPOConfig
-from jaxppo.envs import make_env
 from jaxppo.errors import ConfigError
 from jaxppo.run.stats import solve_threshold
 
@@ -74,24 +72,14 @@ def torch_side(config: PPOConfig) -> dict:
     return {**config.to_dict(), **{k: getattr(config, k) for k in DERIVED}}
 
 
-def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None:
-    """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own `max_steps_in_episode`,
-    or the config's `max_episode_steps` where that is shorter (jaxppo truncates at the min)."""
-    own = int(make_env(env_id)[1].max_steps_in_episode)
-    return min(own, max_episode_steps) if max_episode_steps else own
-
-
 def torch_job(config: PPOConfig, measure: bool = False) -> dict:
     """What a PyTorch system's process is given (`torch_child.child_main`): the config's
-    snapshot and what only jaxppo's env registry knows, the solve threshold and a MinAtar
-    game's time limit. `measure`: for `sb3_run.measure_subproc`, the config with one env and
+    snapshot and what only jaxppo's env registry knows, the solve threshold. `measure`: for
+    `sb3_run.measure_subproc`, the config with one env (one env to reset, one minibatch) and
     the run's own (num_envs, num_steps)."""
-    limit = (minatar_time_limit(config.env_id, config.max_episode_steps)
-             if env_kind(config.env_id) == "minatar" else None)
-    job = {"config": torch_side(config), "threshold": solve_threshold(config.env_id),
-           "time_limit": limit}
+    job = {"config": torch_side(config), "threshold": solve_threshold(config.env_id)}
     if measure:
-        one = dataclasses.replace(config, num_envs=1, num_minibatches=1)
+        one = dataclasses.replace(config, num_envs=1, num_minibatches=1, reset_batch=None)
         job.update(config=torch_side(one), full=[config.num_envs, config.num_steps])
     return job
 

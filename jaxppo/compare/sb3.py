@@ -28,16 +28,11 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 import jaxppo.envs.imports
 from jaxppo.compare import sb3_envs
 from jaxppo.compare.sb3_envs import MinAtarEnv, make_atari, make_gym
+from jaxppo.compare.twins import MINATAR_GAMES
 from jaxppo.core.torso_specs import CONV_STACKS
 
 BY_VALUE = (sb3_envs, jaxppo.envs.imports)
 """The modules whose code SubprocVecEnv's workers get by value: they import no jaxppo."""
-
-MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
-                 "Freeway-MinAtar": "freeway", "Seaquest-MinAtar": "seaquest",
-                 "SpaceInvaders-MinAtar": "space_invaders"}
-"""gymnax MinAtar id -> the reference package's game name."""
-
 
 def atari_gym_id(env_id: str) -> str:
     """`envpool/Breakout-v5` -> `BreakoutNoFrameskip-v4` (same game, minimal action set, no
@@ -50,7 +45,7 @@ def make_vec(kind: str, env_id: str, num_envs: int, subproc: bool, seed: int,
              imports: tuple[str, ...] = ()):
     """SB3's vectorised env for one compare `kind` (`classic`, `minatar`, `atari`, `gymnasium`);
     every env sits in a `Monitor`, whose `info["episode"]` is the return compare logs.
-    `time_limit`: a MinAtar game's, as jaxppo runs it (`runners.minatar_time_limit`)."""
+    `time_limit`: a MinAtar game's, as jaxppo runs it (`twins.minatar_time_limit`)."""
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
 

@@ -1,8 +1,8 @@
 """The Stable-Baselines3 systems' run in `jaxppo compare`: the model from a config (its keyword
 arguments: `sb3_kwargs`), one run judged by jaxppo's solve rule, and the memory one
 `SubprocVecEnv` worker takes. It runs in a process that imports no JAX (`torch_child.py`), so
-it takes what needs jaxppo's env registry (the solve threshold, MinAtar's time limit) as
-arguments, and a config as `PPOConfig` or its plain snapshot (`runners.torch_side`)."""
+it takes what needs jaxppo's env registry (the solve threshold) as an argument, and a config
+as `PPOConfig` or its plain snapshot (`runners.torch_side`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from jaxppo.compare.tree import holds_jax, process_bytes
-from jaxppo.compare.twins import env_kind, gym_id
+from jaxppo.compare.twins import env_kind, gym_id, minatar_time_limit
 from jaxppo.run.solve import SolveTracker
 
 
@@ -71,9 +71,8 @@ def sb3_kwargs(config) -> dict[str, Any]:
     }
 
 
-def build_sb3(config, subproc: bool, seed: int, time_limit: int | None = None):
-    """The SB3 model with its vectorised env (wrapped in VecNormalize where jaxppo normalizes).
-    `time_limit`: a MinAtar env's, as jaxppo runs it (`runners.torch_job` reads it)."""
+def make_sb3(config, subproc: bool, seed: int):
+    """The SB3 model with its vectorised env (wrapped in VecNormalize where jaxppo normalizes)."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
@@ -81,7 +80,9 @@ def build_sb3(config, subproc: bool, seed: int, time_limit: int | None = None):
     from jaxppo.compare.sb3 import make_vec, policy_setup
 
     kind = env_kind(config.env_id)
-    env = make_vec(kind, config.env_id, config.num_envs, subproc, seed, time_limit=time_limit,
+    limit = (minatar_time_limit(config.env_id, config.max_episode_steps) if kind == "minatar"
+             else None)
+    env = make_vec(kind, config.env_id, config.num_envs, subproc, seed, time_limit=limit,
                    gym_id=gym_id(config.env_id), imports=tuple(config.env_imports))
     if config.normalize_obs or config.normalize_reward:
         env = VecNormalize(env, norm_obs=config.normalize_obs, norm_reward=config.normalize_reward,
@@ -92,12 +93,11 @@ def build_sb3(config, subproc: bool, seed: int, time_limit: int | None = None):
     return model
 
 
-def run_sb3(config, subproc: bool, seed: int, t0: float, threshold: float | None,
-            time_limit: int | None = None) -> dict:
+def run_sb3(config, subproc: bool, seed: int, t0: float, threshold: float | None) -> dict:
     """One SB3 run in this process (timings from `t0`), judged by `SolveTracker`."""
     from stable_baselines3.common.callbacks import BaseCallback
 
-    model = build_sb3(config, subproc, seed, time_limit)
+    model = make_sb3(config, subproc, seed)
     setup = time.perf_counter() - t0
     tracker = SolveTracker(threshold, 1)
     state = {"solve_s": None, "solve_steps": None, "final": None, "episodes": []}
@@ -131,15 +131,14 @@ def run_sb3(config, subproc: bool, seed: int, t0: float, threshold: float | None
             "solve_steps": state["solve_steps"], "final_return": state["final"]}
 
 
-def measure_subproc(config, seed: int = 0, time_limit: int | None = None,
-                    full: tuple[int, int] | None = None) -> dict:
+def measure_subproc(config, seed: int = 0, full: tuple[int, int] | None = None) -> dict:
     """{"worker": bytes, "main": bytes, "worker_jax": bool or None}: one `SubprocVecEnv`
     worker of `config`'s env (each imports torch, SB3 and the env's modules), whether JAX is
     loaded in it (it must not be: a plain SB3 script's workers have none), and the SB3 process
     with its rollout buffer scaled to `num_envs` (float32 observations, n_steps x n_envs).
     `config` has one env (`runners.torch_job` makes it); `full`: the run's (num_envs, num_steps)."""
     num_envs, num_steps = full or (config.num_envs, config.num_steps)
-    model = build_sb3(config, subproc=True, seed=seed, time_limit=time_limit)
+    model = make_sb3(config, subproc=True, seed=seed)
     env = inner = model.get_env()
     env.reset()
     while hasattr(inner, "venv"):  # VecNormalize, VecFrameStack

@@ -69,7 +69,7 @@ def label(system: str, num_envs: int, seeds: int) -> str:
 
 
 def unsupported(system: str, kind: str, torso: str) -> str | None:
-    """Why `system` cannot run an env of `kind` (`compare.env_kind`) with `torso`; None: it
+    """Why `system` cannot run an env of `kind` (`twins.env_kind`) with `torso`; None: it
     can. jaxppo and SB3 run every kind compare accepts."""
     lib = library(system)
     if lib in ("jaxppo", "sb3"):

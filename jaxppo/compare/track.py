@@ -1,5 +1,5 @@
 """The episode bookkeeping every PyTorch system of `jaxppo compare` reports with, as SB3's
-callback does (`compare._run_sb3`): per update, the mean return of the episodes that ended in
+callback does (`sb3_run.run_sb3`): per update, the mean return of the episodes that ended in
 its rollout goes into the same solve rule as jaxppo's (`solve.SolveTracker`); the final return
 is that mean of the last update in which an episode ended."""
 

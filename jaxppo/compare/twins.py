@@ -15,9 +15,19 @@ GYMNASIUM_IDS = {
 }
 """gymnax ids whose gymnasium twin has the same dynamics, spaces and time limit."""
 
-MINATAR_IDS = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar",
-               "SpaceInvaders-MinAtar")
-"""gymnax's MinAtar games; SB3 runs the reference `minatar` package (`sb3_envs.MinAtarEnv`)."""
+MINATAR_GAMES = {"Asterix-MinAtar": "asterix", "Breakout-MinAtar": "breakout",
+                 "Freeway-MinAtar": "freeway", "Seaquest-MinAtar": "seaquest",
+                 "SpaceInvaders-MinAtar": "space_invaders"}
+"""gymnax's MinAtar games -> the reference `minatar` package's game names: the PyTorch side
+runs the reference package (`sb3_envs.MinAtarEnv`)."""
+MINATAR_IDS = tuple(MINATAR_GAMES)
+
+MINATAR_TIME_LIMITS = {"Asterix-MinAtar": 1000, "Breakout-MinAtar": 1000,
+                       "Freeway-MinAtar": 2500, "Seaquest-MinAtar": 1000,
+                       "SpaceInvaders-MinAtar": 1000}
+"""gymnax's own `max_steps_in_episode` per MinAtar game (its `EnvParams` default; held equal to
+gymnax's by tests/integration/test_compare.py): a table, because asking gymnax builds its env,
+which starts JAX's backend (a GPU's memory, in the parent of every run)."""
 
 ATARI_PREFIX = "envpool/"
 GYMNASIUM_PREFIX = "gymnasium/"
@@ -38,6 +48,13 @@ def env_kind(env_id: str) -> str:
     raise ConfigError(f"config key 'env_id': jaxppo compare runs envs that gymnasium has too "
                       f"({', '.join(GYMNASIUM_IDS)}), gymnax's MinAtar games, EnvPool's Atari "
                       f"games (envpool/<Game>-v5) and gymnasium/<id>, not {env_id!r}")
+
+
+def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int:
+    """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own, or the config's
+    `max_episode_steps` where that is shorter (jaxppo truncates at the min)."""
+    own = MINATAR_TIME_LIMITS[env_id]
+    return min(own, max_episode_steps) if max_episode_steps else own
 
 
 def gym_id(env_id: str) -> str:

@@ -2,9 +2,10 @@
 mean return over its last SOLVE_WINDOW episodes reaches the env's threshold. One lucky episode
 is not a solve.
 
-Apart from `stats.py` (which re-exports it) because the PyTorch systems of `jaxppo compare` are
-judged by this same code in processes that import no JAX, and `stats.py` reads the env
-registry's thresholds, which imports the suites' adapters (`compare/torch_child.py`).
+Apart from `stats.py` (which uses `SolveTracker` from here) because the PyTorch systems of
+`jaxppo compare` are judged by this same code in processes that import no JAX
+(`compare/torch_child.py`), and `stats.py` reads the env registry's thresholds, which imports
+the suites' adapters.
 """
 
 from __future__ import annotations

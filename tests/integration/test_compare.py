@@ -15,8 +15,8 @@ from conftest import ROOT
 
 from jaxppo import PPOConfig
 from jaxppo.cli import main
-from jaxppo.compare.compare import comparable_config, make_sb3
-from jaxppo.compare.sb3_run import AnnealedLR
+from jaxppo.compare.compare import comparable_config
+from jaxppo.compare.sb3_run import AnnealedLR, make_sb3
 from jaxppo.run.solve import SolveTracker
 
 # The compare extra (torch, SB3) is in the dev extra on Python 3.11, so CI's first line runs
@@ -223,9 +223,8 @@ def test_minatar_env_steps_as_the_reference_does():
 def test_minatar_env_has_gymnax_layout_and_time_limit():
     import gymnax
 
-    from jaxppo.compare.runners import minatar_time_limit
-    from jaxppo.compare.sb3 import MINATAR_GAMES, MinAtarEnv
-    from jaxppo.compare.twins import MINATAR_IDS
+    from jaxppo.compare.sb3 import MinAtarEnv
+    from jaxppo.compare.twins import MINATAR_GAMES, MINATAR_IDS, minatar_time_limit
 
     assert set(MINATAR_GAMES) == set(MINATAR_IDS) == {
         e for e in gymnax.registered_envs if e.endswith("-MinAtar")}

@@ -94,7 +94,7 @@ def test_other_forms_run_end_to_end(cartpole):
 def test_the_pytorch_systems_processes_hold_no_jax(cartpole):
     """Each PyTorch system's run process holds what a user's PyTorch script would: its table
     row's memory and threads are the pipeline's own. Before, each imported jaxppo's package,
-    and so JAX (~130 MB more peak memory, ~1.5 s of CPU), in the very process measured."""
+    and so JAX (~190 MB more peak memory, 15 threads), in the very process measured."""
     _, md, reports = cartpole
     assert sorted(reports) == sorted(["tianshou-subproc", "torchrl-parallel", "torch-sync",
                                       "torchrl-serial", "torch-async", "torch-compile-sync"])

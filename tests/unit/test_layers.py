@@ -25,7 +25,6 @@ DEFERRED = {
     ("jaxppo.envs.registry", "jaxppo.envs.probes"),
     # the SB3 side imports torch and stable-baselines3 (the compare extra)
     ("jaxppo.compare.sb3_run", "jaxppo.compare.sb3"),
-    ("jaxppo.compare.gym_side", "jaxppo.compare.sb3"),
     # the Tianshou, TorchRL and torch-script systems import torch and their library (the
     # compare extra), only in the process that runs that system
     ("jaxppo.compare.torch_child", "jaxppo.compare"),
