@@ -5,9 +5,9 @@ on stdout.
 It imports no JAX, so its memory and threads are the PyTorch pipeline's own, as a user's
 script would have them: `fit.TORCH_CHILD` defers the `jaxppo` and `jaxppo.envs` package
 initialisers (which import the public API, and so JAX), and every module this one imports is
-free of JAX. What needs jaxppo's env registry (the solve threshold) the parent works out
-and passes in (`runners.torch_job`). The line says `jax_loaded`:
-whether JAX's library was mapped in this process after all (false, tested per system).
+free of JAX. What needs jaxppo's env registry (the solve threshold) the parent works out and
+passes in (`runners.torch_job`). The line says `jax_loaded`: whether JAX's library was mapped
+in this process after all (false, tested per system).
 """
 
 from __future__ import annotations
