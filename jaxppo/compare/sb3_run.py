@@ -50,7 +50,7 @@ def sb3_kwargs(config) -> dict[str, Any]:
         "gamma": config.gamma,
         "gae_lambda": config.gae_lambda,
         "clip_range": config.clip_eps,
-        "clip_range_vf": None,  # see comparable_config
+        "clip_range_vf": None,  # see compare.comparable_config
         "normalize_advantage": config.norm_adv,
         "ent_coef": config.ent_coef,
         # jaxppo's value loss is 0.5 * MSE (CleanRL); SB3's is the MSE itself.
