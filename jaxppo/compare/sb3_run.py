@@ -80,8 +80,7 @@ def make_sb3(config, subproc: bool, seed: int):
     from jaxppo.compare.sb3 import make_vec, policy_setup
 
     kind = env_kind(config.env_id)
-    limit = (minatar_time_limit(config.env_id, config.max_episode_steps) if kind == "minatar"
-             else None)
+    limit = minatar_time_limit(config.env_id, config.max_episode_steps)
     env = make_vec(kind, config.env_id, config.num_envs, subproc, seed, time_limit=limit,
                    gym_id=gym_id(config.env_id), imports=tuple(config.env_imports))
     if config.normalize_obs or config.normalize_reward:

@@ -38,8 +38,7 @@ def run(system: str, job: dict, seed: int, t0: float) -> dict:
     threshold, kind = job["threshold"], env_kind(config.env_id)
     if system in ("sb3-dummy", "sb3-subproc"):
         return run_sb3(config, system == "sb3-subproc", seed, t0, threshold)
-    limit = (minatar_time_limit(config.env_id, config.max_episode_steps) if kind == "minatar"
-             else None)
+    limit = minatar_time_limit(config.env_id, config.max_episode_steps)
     make = env_fn(kind, config.env_id, gym_id(config.env_id), tuple(config.env_imports), limit)
     lib = library(system)
     if lib == "tianshou":

@@ -50,10 +50,13 @@ def env_kind(env_id: str) -> str:
                       f"games (envpool/<Game>-v5) and gymnasium/<id>, not {env_id!r}")
 
 
-def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int:
+def minatar_time_limit(env_id: str, max_episode_steps: int | None) -> int | None:
     """The time limit jaxppo's gymnax MinAtar runs under: gymnax's own, or the config's
-    `max_episode_steps` where that is shorter (jaxppo truncates at the min)."""
-    own = MINATAR_TIME_LIMITS[env_id]
+    `max_episode_steps` where that is shorter (jaxppo truncates at the min); None for an env
+    that is no MinAtar game (its twin keeps its own limit)."""
+    own = MINATAR_TIME_LIMITS.get(env_id)
+    if own is None:
+        return None
     return min(own, max_episode_steps) if max_episode_steps else own
 
 

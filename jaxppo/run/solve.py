@@ -18,6 +18,7 @@ SOLVE_WINDOW = 20
 """Episodes per seed in the solve window (Gymnasium defines its thresholds over 100 episodes;
 20 keeps short runs meaningful)."""
 
+
 def quiet_nonfinite(fn):
     """`fn` without numpy's RuntimeWarnings about NaN/Inf (the mean of a diverged run's
     returns): a run's non-finite numbers are reported once, in the divergence line."""
