@@ -534,12 +534,16 @@ PLAYGROUND_RANDOM_RETURN_200 = 114.0
 
 
 def _playground_learned(config, returns, lengths):
-    """The maximum is 200; random actions get ~114 and the first episodes ~105 (8 seeds:
-    97-116; they reach 192-196). Mean over seeds and the last 5 updates, with margin."""
+    """The maximum is 200; random actions get ~114 and the first episodes ~105. Seeds 0-7
+    (2026-12-06, Intel Xeon): first 96-113, last 5 updates 190.9, 190.1, 190.1, 137.4, 145.1,
+    195.3, 191.1, 194.1. Two of eight settle on a ~140 policy, and on another CPU model (other
+    kernels, other trajectories) either seed of the two tested may be one of them: the mean over
+    seeds and the last 5 updates is asked to clear random play by far more than its noise (~2
+    over ~50 episodes), not to reach the good seeds' 190. Seen, the worst pair's mean: 141."""
     first = float(np.mean([r[r > 0][0] for r in returns]))  # the first episodes: ~untrained
     final = float(returns[:, -5:].mean())
     assert first <= 150, first
-    assert final >= 170 and final >= 1.4 * max(first, PLAYGROUND_RANDOM_RETURN_200), (
+    assert final >= 135 and final >= 1.18 * max(first, PLAYGROUND_RANDOM_RETURN_200), (
         first, returns[:, -5:])
 
 
@@ -570,7 +574,7 @@ LEARNING = {
         total_timesteps=32 * 64 * 12, num_envs=32, num_steps=64, num_minibatches=4,
         update_epochs=4, hidden_sizes=(128, 128), lr=3e-4, gae_lambda=0.8, max_grad_norm=1.0),
         _craftax_learned, seeds=3, one_by_one=True, slow=True),
-    # 2 seeds (of 8 seen, each reached 192-196, against 170 asked), 150k steps each, 200-step
+    # 2 seeds (of 8 seen: 137-195, six of them 190-195; 135 asked of the mean), 150k steps, 200-step
     # episodes (the config's max_episode_steps: more episodes per budget than Playground's
     # 1000): a balancing policy earns ~1 per step. LLVM level 1
     # compiles MJX physics faster than the default (a 64-env step scan: 9 s vs 14 s on a busy
