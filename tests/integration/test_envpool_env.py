@@ -156,6 +156,7 @@ def test_spaces_and_dtypes():
     assert atari.observation_space.shape == (84, 84, 4)
     assert atari.observation_space.dtype == np.uint8
     assert atari.action_space.n == 4 and atari.max_episode_steps == 27000
+    atari.reset(0)
     frame = atari.render(1)
     assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8
     mujoco = E.make_source("HalfCheetah-v4", 2, {}, False)
@@ -168,6 +169,24 @@ def test_spaces_and_dtypes():
     assert step.obs.dtype == np.float32 and step.reward.dtype == np.float32
     with pytest.raises(NotImplementedError, match="Atari"):
         mujoco.render(0)
+
+
+def test_the_pool_of_num_envs_is_made_once_for_a_run(monkeypatch):
+    """Seeds are fixed when EnvPool makes a pool, and a run's come with its first reset: the
+    source's check before compiling makes a pool of one env, not a second full pool (~4 s for
+    64 Atari envs)."""
+    made, make = [], envpool.make
+    monkeypatch.setattr(envpool, "make", lambda task, **kw: made.append(kw["num_envs"])
+                        or make(task, **kw))
+    source = E.make_source("Breakout-v5", 8, {}, False)
+    assert made == [1] and source.observation_space.shape == (84, 84, 4)
+    assert source.reset(3).shape == (8, 84, 84, 4) and made == [1, 8]
+    assert source.step(np.zeros(8, np.int32)).obs.shape == (8, 84, 84, 4) and made == [1, 8]
+    lone = E.make_source("Breakout-v5", 1, {}, False)
+    lone.reset(0)  # the check's pool already has seed 0's env: kept
+    assert made == [1, 8, 1]
+    lone.reset(1)
+    assert made == [1, 8, 1, 1]
 
 
 def test_the_same_seed_gives_the_same_episodes():

@@ -167,7 +167,8 @@ def make_source(name: str, num_envs: int, kwargs: dict[str, Any], evaluation: bo
                 ) -> EnvPoolSource:
     """The module's entry point: `num_envs` envs of EnvPool's task `name` (e.g. `Breakout-v5`)
     as a `HostSource`. Everything that can be refused is refused here, in one line, before the
-    bridge compiles anything: the pool is built once (and rebuilt by `reset(seed)`)."""
+    bridge compiles anything, by a pool of one env; the pool of `num_envs` comes at the first
+    `reset(seed)`, seeded from the run's seed."""
     check_id(name)
     envpool = _envpool(PREFIX + name)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
@@ -202,7 +203,11 @@ class EnvPoolSource:
         self._family = _family(envpool, task)
         self._pool: Any = None
         self._fresh_seed: tuple[int, ...] | None = None  # seeds of a pool built, not yet reset
-        self._build(self._seeds(0))
+        # A pool of one env refuses what EnvPool refuses (a setting, a missing ROM) and gives
+        # the spaces, before anything compiles; the run's first reset builds the pool of
+        # `num_envs` with its own seeds (seeds are fixed at `make`). A full pool here would be
+        # built twice: ~4 s more for 64 Atari envs.
+        self._build(self._seeds(0)[:1])
         obs_space = self._pool.observation_space
         _space(obs_space, "observation", self.env_id)
         _space(self._pool.action_space, "action", self.env_id)
@@ -240,8 +245,9 @@ class EnvPoolSource:
         return tuple(int(s) % _SEED_RANGE for s in seeds)
 
     def _build(self, seeds: tuple[int, ...]) -> None:
-        """A fresh pool whose env i is seeded `seeds[i]` (EnvPool's seeds are fixed at
-        `make`: `reset(seed=...)` on a pool is ignored, so a new seed needs a new pool)."""
+        """A fresh pool of `len(seeds)` envs, env i seeded `seeds[i]` (EnvPool's seeds are
+        fixed at `make`: `reset(seed=...)` on a pool is ignored, so a new seed needs a new
+        pool)."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -251,7 +257,7 @@ class EnvPoolSource:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self._pool = self._envpool.make(self._task, env_type="gymnasium",
-                                                num_envs=self.num_envs, seed=seeds,
+                                                num_envs=len(seeds), seed=seeds,
                                                 **render, **self._options)
         except (AssertionError, RuntimeError, TypeError, ValueError) as e:
             text = str(e).strip().splitlines()
@@ -264,7 +270,7 @@ class EnvPoolSource:
                               f"num_envs={self.num_envs}, {self._options}) refused: {text}"
                               ) from None
         self._fresh_seed = tuple(seeds)
-        self._ids = np.arange(self.num_envs, dtype=np.int32)
+        self._ids = np.arange(len(seeds), dtype=np.int32)
 
     def reset(self, seed: int | np.ndarray) -> np.ndarray:
         """Every env afresh, env i from `seed + i` (or `seed[i]`); the same seeds give the
