@@ -182,11 +182,16 @@ def test_the_pool_of_num_envs_is_made_once_for_a_run(monkeypatch):
     assert made == [1] and source.observation_space.shape == (84, 84, 4)
     assert source.reset(3).shape == (8, 84, 84, 4) and made == [1, 8]
     assert source.step(np.zeros(8, np.int32)).obs.shape == (8, 84, 84, 4) and made == [1, 8]
+    for index in (-1, 8):  # EnvPool itself would read past its envs and segfault
+        with pytest.raises(IndexError, match=f"no env {index} to draw; the pool holds 8$"):
+            source.render(index)
     lone = E.make_source("Breakout-v5", 1, {}, False)
     lone.reset(0)  # the check's pool already has seed 0's env: kept
     assert made == [1, 8, 1]
     lone.reset(1)
     assert made == [1, 8, 1, 1]
+    with pytest.raises(IndexError, match="holds 1 .one env until the first reset"):
+        E.make_source("Breakout-v5", 4, {}, False).render(2)
 
 
 def test_the_same_seed_gives_the_same_episodes():

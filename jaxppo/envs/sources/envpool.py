@@ -326,6 +326,11 @@ class EnvPoolSource:
         process without one, which no Python handler can catch."""
         if self._family != "atari":
             raise NotImplementedError(f"{self.env_id}: jaxppo draws EnvPool's Atari games only")
+        if not 0 <= index < self._ids.size:  # EnvPool's C++ reads past its envs: a segfault
+            before = " (one env until the first reset builds the run's pool)" if (
+                self._ids.size < self.num_envs) else ""
+            raise IndexError(f"{self.env_id}: no env {index} to draw; the pool holds "
+                             f"{self._ids.size}{before}")
         return np.asarray(self._pool.render(np.array([index], np.int32))[0], np.uint8)
 
     def close(self) -> None:
